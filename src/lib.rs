@@ -1,0 +1,37 @@
+//! fenced_lock: PostgreSQL advisory locks that hand out fencing tokens.
+//!
+//! One module per concern: `locking` talks to the lock manager and exposes the SQL API,
+//! `tokens` draws from the extension's sequence, `grants` remembers what this backend holds,
+//! `errors` is the single place where failures become SQLSTATEs.
+
+use pgrx::prelude::*;
+
+mod errors;
+mod grants;
+mod locking;
+mod tokens;
+
+::pgrx::pg_module_magic!(name, version);
+
+pgrx::extension_sql_file!("../sql/bootstrap.sql", bootstrap);
+pgrx::extension_sql_file!("../sql/finalize.sql", finalize);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    grants::register_transaction_callbacks();
+    tokens::register_invalidation_callback();
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+mod pg_tests;
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![]
+    }
+}

@@ -1,0 +1,212 @@
+//! Transaction-scoped fenced locks: the advisory lock on (ns, id), taken through the lock
+//! manager exactly as `pg_advisory_xact_lock(ns, id)` takes it, plus a token drawn after the
+//! grant, so that every later grant of any key draws a larger one.
+
+use crate::errors::{warn_outside_transaction_block, FencedError};
+use crate::{grants, tokens};
+use pgrx::datum::Interval;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+use std::fmt;
+
+/// A namespaced advisory lock key: `ns` is the kind of lock, `id` the entity.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct LockKey {
+    pub ns: i32,
+    pub id: i32,
+}
+
+impl fmt::Display for LockKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "({}, {})", self.ns, self.id)
+    }
+}
+
+impl LockKey {
+    /// The tag of the two-int4 advisory lock form (objsubid 2 in pg_locks), the one
+    /// `pg_advisory_xact_lock(int4, int4)` builds.
+    fn locktag(self) -> pg_sys::LOCKTAG {
+        pg_sys::LOCKTAG {
+            locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+            locktag_field2: self.ns as u32,
+            locktag_field3: self.id as u32,
+            locktag_field4: 2,
+            locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+            locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+        }
+    }
+}
+
+/// How long an acquisition may wait for the key.
+#[derive(Clone, Copy)]
+enum Wait {
+    /// Until granted, or until lock_timeout, statement_timeout, cancel or a deadlock ends it.
+    Unbounded,
+    /// Not at all: a busy key is reported as None.
+    Never,
+    /// At most this many milliseconds; then (or at once, for 0) raise 55P03.
+    AtMost(i32),
+}
+
+impl Wait {
+    fn from_timeout(timeout: Interval) -> Wait {
+        let micros = timeout.as_micros();
+        if micros < 0 {
+            FencedError::NegativeTimeout.raise();
+        }
+        // Round up, so that a positive timeout never becomes "do not wait".
+        let millis = (micros + 999) / 1000;
+        match i32::try_from(millis) {
+            Ok(millis) => Wait::AtMost(millis),
+            Err(_) => FencedError::TimeoutTooLong.raise(),
+        }
+    }
+}
+
+fn required<T>(value: Option<T>, function: &'static str, argument: &'static str) -> T {
+    value.unwrap_or_else(|| FencedError::NullArgument { function, argument }.raise())
+}
+
+/// Acquires the transaction-scoped lock on `key` and returns its token, or None when `wait`
+/// is `Never` and another session holds the key.
+fn acquire(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &'static str,
+    key: LockKey,
+    wait: Wait,
+) -> Option<i64> {
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        FencedError::HotStandby.raise();
+    }
+    if !unsafe { pg_sys::IsTransactionBlock() } && grants::first_warning_in_transaction() {
+        warn_outside_transaction_block(function, key);
+    }
+    // One grant, one token: a key this transaction holds is not locked or numbered again.
+    if let Some(token) = grants::held_token(key) {
+        return Some(token);
+    }
+    if !lock(key, wait) {
+        return None;
+    }
+    // Drawn after the grant: a later holder of any key is granted, and so draws, later.
+    let token = tokens::next_token(fcinfo);
+    grants::remember(key, token);
+    Some(token)
+}
+
+/// Takes the exclusive transaction-scoped advisory lock; false when `Wait::Never` found it held.
+fn lock(key: LockKey, wait: Wait) -> bool {
+    let tag = key.locktag();
+    let lock_acquire = |dont_wait: bool| unsafe {
+        pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as _, false, dont_wait)
+            != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+    };
+    match wait {
+        Wait::Unbounded => lock_acquire(false),
+        Wait::Never => lock_acquire(true),
+        Wait::AtMost(0) => lock_acquire(true) || not_acquired(key, 0),
+        Wait::AtMost(timeout_ms) => {
+            // The lock manager's own lock_timeout machinery bounds the wait, so the wait
+            // stays in the queue (fair, deadlock-checked) rather than polling.
+            let saved = unsafe { pg_sys::LockTimeout };
+            unsafe { pg_sys::LockTimeout = timeout_ms };
+            PgTryBuilder::new(|| lock_acquire(false))
+                .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| {
+                    not_acquired(key, timeout_ms)
+                })
+                .finally(|| unsafe { pg_sys::LockTimeout = saved })
+                .execute()
+        }
+    }
+}
+
+fn not_acquired(key: LockKey, timeout_ms: i32) -> ! {
+    FencedError::LockNotAcquired {
+        key,
+        timeout_ms,
+        holders: holder_pids(key),
+    }
+    .raise()
+}
+
+/// PIDs of the other backends that hold `key` in any mode (0 for a prepared transaction).
+/// Only called on the error path: it copies the whole lock table.
+fn holder_pids(key: LockKey) -> Vec<i32> {
+    let tag = key.locktag();
+    let my_pid = unsafe { pg_sys::MyProcPid };
+    let mut pids: Vec<i32> = unsafe {
+        let data = pg_sys::GetLockStatusData();
+        let locks = std::slice::from_raw_parts((*data).locks, (*data).nelements as usize);
+        locks
+            .iter()
+            .filter(|lock| same_tag(&lock.locktag, &tag) && lock.holdMask != 0)
+            .map(|lock| lock.pid)
+            .filter(|&pid| pid != my_pid)
+            .collect()
+    };
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+fn same_tag(a: &pg_sys::LOCKTAG, b: &pg_sys::LOCKTAG) -> bool {
+    (
+        a.locktag_field1,
+        a.locktag_field2,
+        a.locktag_field3,
+        a.locktag_field4,
+        a.locktag_type,
+        a.locktag_lockmethodid,
+    ) == (
+        b.locktag_field1,
+        b.locktag_field2,
+        b.locktag_field3,
+        b.locktag_field4,
+        b.locktag_type,
+        b.locktag_lockmethodid,
+    )
+}
+
+/// Waits for the transaction-scoped lock on (ns, id) and returns a new fencing token.
+#[pg_extern(volatile, parallel_unsafe)]
+fn acquire_fenced(ns: Option<i32>, id: Option<i32>, fcinfo: pg_sys::FunctionCallInfo) -> i64 {
+    const NAME: &str = "acquire_fenced";
+    let key = LockKey {
+        ns: required(ns, NAME, "ns"),
+        id: required(id, NAME, "id"),
+    };
+    acquire(fcinfo, NAME, key, Wait::Unbounded).expect("an unbounded wait ends in a grant")
+}
+
+/// Like acquire_fenced(ns, id), but waits at most `timeout`, then raises 55P03.
+#[pg_extern(name = "acquire_fenced", volatile, parallel_unsafe)]
+fn acquire_fenced_within(
+    ns: Option<i32>,
+    id: Option<i32>,
+    timeout: Option<Interval>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> i64 {
+    const NAME: &str = "acquire_fenced";
+    let key = LockKey {
+        ns: required(ns, NAME, "ns"),
+        id: required(id, NAME, "id"),
+    };
+    let wait = Wait::from_timeout(required(timeout, NAME, "timeout"));
+    acquire(fcinfo, NAME, key, wait).expect("a bounded wait ends in a grant or an error")
+}
+
+/// Never waits: the token, or NULL when another session holds the key.
+#[pg_extern(volatile, parallel_unsafe)]
+fn try_acquire_fenced(
+    ns: Option<i32>,
+    id: Option<i32>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> Option<i64> {
+    const NAME: &str = "try_acquire_fenced";
+    let key = LockKey {
+        ns: required(ns, NAME, "ns"),
+        id: required(id, NAME, "id"),
+    };
+    acquire(fcinfo, NAME, key, Wait::Never)
+}
