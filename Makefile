@@ -1,0 +1,59 @@
+# fenced_lock: `make run` sets up everything and leaves a demo server running;
+# `make test` sets up everything and runs every suite. Both are safe to repeat.
+
+PG_CONFIG := /usr/lib/postgresql/15/bin/pg_config
+RUN_DIR   := build/pg/run
+RUN_PORT  := 54315
+RUN_URL   := postgresql://postgres@127.0.0.1:$(RUN_PORT)/fenced_lock
+PGRX_TEST_DIR := $(CURDIR)/build/pgrx-test
+
+.PHONY: all setup install run demo psql stop test lint unit sql-tests bench clean
+
+all: test
+
+setup:
+	scripts/setup.sh
+
+install: setup
+	cargo pgrx install --release --pg-config $(PG_CONFIG)
+
+run: install
+	scripts/pg.sh start $(RUN_DIR) $(RUN_PORT)
+	psql "postgresql://postgres@127.0.0.1:$(RUN_PORT)/postgres" -qXAt \
+	    -c "SELECT 1 FROM pg_database WHERE datname = 'fenced_lock'" | grep -q 1 || \
+	    psql "postgresql://postgres@127.0.0.1:$(RUN_PORT)/postgres" -qX -c "CREATE DATABASE fenced_lock"
+	psql "$(RUN_URL)" -qX -c "SET client_min_messages = warning" \
+	    -c "CREATE EXTENSION IF NOT EXISTS fenced_lock" -c "ALTER EXTENSION fenced_lock UPDATE"
+	scripts/demo.sh "$(RUN_URL)"
+	@echo
+	@echo "The server is running. Connect with:  make psql   (or: psql $(RUN_URL))"
+	@echo "Stop it with:                         make stop"
+
+psql:
+	psql "$(RUN_URL)"
+
+stop:
+	scripts/pg.sh stop $(RUN_DIR)
+
+test: setup lint unit sql-tests
+
+lint:
+	cargo fmt --check
+	cargo clippy --all-targets --features "pg15 pg_test" -- -D warnings
+
+# #[pg_test] unit tests; cargo pgrx runs its own server as `postgres`.
+unit:
+	mkdir -p $(PGRX_TEST_DIR) && chown postgres:postgres $(PGRX_TEST_DIR)
+	cargo pgrx test pg15 --runas postgres --pgdata $(PGRX_TEST_DIR)/data
+
+# pg_regress, isolation and hot-standby suites against the installed release build.
+sql-tests: install
+	scripts/sql-tests.sh
+
+bench: install
+	scripts/bench.sh
+
+clean:
+	-scripts/pg.sh stop $(RUN_DIR)
+	rm -rf build
+	cargo clean

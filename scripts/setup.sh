@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what fenced_lock needs and only what is missing: Debian packages, cargo-pgrx,
+# and pgrx's record of Debian's PostgreSQL 15. Safe to run again; needs no standard input.
+set -euo pipefail
+
+PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+PGRX_VERSION=0.18.1
+PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang pkg-config sudo)
+
+missing=()
+for package in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+        missing+=("$package")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+fi
+
+if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
+    echo "setup: installing cargo-pgrx $PGRX_VERSION (takes a few minutes)"
+    cargo install cargo-pgrx --version "$PGRX_VERSION" --locked </dev/null
+fi
+
+if ! grep -qs "^pg15 = \"$PG_CONFIG\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
+    echo "setup: cargo pgrx init --pg15 $PG_CONFIG"
+    cargo pgrx init --pg15 "$PG_CONFIG" </dev/null
+fi
+
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
