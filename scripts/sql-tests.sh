@@ -22,7 +22,8 @@ cleanup
 rm -rf "$ROOT"
 mkdir -p "$ROOT"
 # A small lock table, so the exhaustion test fills it quickly.
-scripts/pg.sh start "$PRIMARY" "$PORT" -c max_locks_per_transaction=32 -c max_connections=30
+scripts/pg.sh start "$PRIMARY" "$PORT" -c max_locks_per_transaction=32 -c max_connections=30 \
+    -c max_prepared_transactions=2
 
 connection=(--host=127.0.0.1 --port="$PORT" --user=postgres)
 status=0

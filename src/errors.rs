@@ -108,7 +108,7 @@ impl FencedError {
     }
 }
 
-fn holders_detail(holders: &[i32]) -> String {
+pub(crate) fn holders_detail(holders: &[i32]) -> String {
     let described: Vec<String> = holders
         .iter()
         .map(|&pid| match pid {

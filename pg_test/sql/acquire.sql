@@ -107,3 +107,18 @@ COMMIT;
 RESET search_path;
 SELECT pg_catalog.nextval('decoy.fencing_token_seq') AS decoy_untouched;
 DROP SCHEMA decoy CASCADE;
+
+-- PREPARE TRANSACTION hands the lock to the prepared transaction: this session no longer
+-- holds it, so it must neither reuse the old token nor get the key while it stays prepared.
+BEGIN;
+SELECT acquire_fenced(4001, 1) AS prepared_token \gset
+PREPARE TRANSACTION 'fenced_prepared';
+BEGIN;
+SELECT try_acquire_fenced(4001, 1) IS NULL AS busy_while_prepared;
+SELECT acquire_fenced(4001, 1, '0');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+COMMIT PREPARED 'fenced_prepared';
+BEGIN;
+SELECT acquire_fenced(4001, 1) > :prepared_token AS larger_after_commit_prepared;
+COMMIT;

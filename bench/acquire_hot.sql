@@ -1,0 +1,3 @@
+BEGIN;
+SELECT acquire_fenced(1001, 1);
+COMMIT;

@@ -1,0 +1,4 @@
+\set id random(1, 100000)
+BEGIN;
+SELECT pg_advisory_xact_lock(1001, :id), nextval('bench_token_seq');
+COMMIT;

@@ -1,0 +1,5 @@
+\set id random(1, 100000)
+BEGIN;
+SELECT pg_advisory_xact_lock(1001, :id);
+SELECT nextval('bench_token_seq');
+COMMIT;

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Side-by-side pgbench runs on one server: every workload runs in each round, in rotating
+# order, with the same clients; the median tps over the rounds is compared with the floor
+# (an empty transaction) and with the raw SQL a user would otherwise write. Absolute tps on
+# a shared machine mean little; the ratios are the result.
+#   BENCH_SECONDS (default 5) per workload and round, BENCH_ROUNDS (default 3),
+#   BENCH_CLIENTS (default 8), BENCH_THREADS (default 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PORT=${BENCH_PORT:-54318}
+SECONDS_EACH=${BENCH_SECONDS:-5}
+ROUNDS=${BENCH_ROUNDS:-3}
+CLIENTS=${BENCH_CLIENTS:-8}
+THREADS=${BENCH_THREADS:-2}
+DIR=$PWD/build/pg/bench
+URL="postgresql://postgres@127.0.0.1:$PORT/fenced_lock_bench"
+WORKLOADS=(floor raw_two_statements raw_one_statement acquire_random acquire_hot)
+
+trap 'scripts/pg.sh stop "$DIR"' EXIT
+scripts/pg.sh stop "$DIR"
+rm -rf "$DIR"
+scripts/pg.sh start "$DIR" "$PORT" -c max_connections=50
+psql "postgresql://postgres@127.0.0.1:$PORT/postgres" -qX -c "CREATE DATABASE fenced_lock_bench"
+psql "$URL" -qX -c "CREATE EXTENSION fenced_lock" \
+    -c "CREATE SEQUENCE bench_token_seq AS bigint CACHE 1 NO CYCLE"
+
+declare -A results
+for ((round = 0; round < ROUNDS; round++)); do
+    for ((i = 0; i < ${#WORKLOADS[@]}; i++)); do
+        workload=${WORKLOADS[(i + round) % ${#WORKLOADS[@]}]}
+        tps=$(/usr/lib/postgresql/15/bin/pgbench -n -M prepared -c "$CLIENTS" -j "$THREADS" \
+            -T "$SECONDS_EACH" -f "bench/$workload.sql" "$URL" 2>/dev/null |
+            sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
+        [ -n "$tps" ] || { echo "bench: pgbench failed for $workload" >&2; exit 1; }
+        results[$workload]+="$tps "
+        echo "round $((round + 1))/$ROUNDS  $workload: $tps tps"
+    done
+done
+
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+floor=$(median "${results[floor]}")
+raw=$(median "${results[raw_one_statement]}")
+echo
+echo "pgbench -M prepared -c $CLIENTS -j $THREADS, ${SECONDS_EACH}s x $ROUNDS rounds; median tps"
+printf '%-22s %12s %10s %14s\n' workload tps vs_floor vs_raw_1_stmt
+for workload in "${WORKLOADS[@]}"; do
+    tps=$(median "${results[$workload]}")
+    awk -v w="$workload" -v t="$tps" -v f="$floor" -v r="$raw" \
+        'BEGIN { printf "%-22s %12.0f %9.2fx %13.2fx\n", w, t, t / f, t / r }'
+done
+echo
+echo "Goals: acquire_random >= 1.00x raw_1_stmt and >= 0.90x floor."
