@@ -7,7 +7,7 @@ RUN_PORT  := 54315
 RUN_URL   := postgresql://postgres@127.0.0.1:$(RUN_PORT)/fenced_lock
 PGRX_TEST_DIR := $(CURDIR)/build/pgrx-test
 
-.PHONY: all setup install run demo psql stop test lint unit sql-tests bench clean
+.PHONY: all setup install run demo psql stop test lint unit sql-tests faults bench clean
 
 all: test
 
@@ -35,11 +35,13 @@ psql:
 stop:
 	scripts/pg.sh stop $(RUN_DIR)
 
-test: setup lint unit sql-tests
+test: setup lint unit sql-tests faults
 
 lint:
 	cargo fmt --check
+	cargo fmt --check --manifest-path faults/Cargo.toml
 	cargo clippy --all-targets --features "pg15 pg_test" -- -D warnings
+	cargo clippy --all-targets --manifest-path faults/Cargo.toml --target-dir target/faults -- -D warnings
 
 # #[pg_test] unit tests; cargo pgrx runs its own server as `postgres`.
 unit:
@@ -49,6 +51,10 @@ unit:
 # pg_regress, isolation and hot-standby suites against the installed release build.
 sql-tests: install
 	scripts/sql-tests.sh
+
+# Fault suite: crashes, killed backends, failover, stale holders, dump/restore (faults/).
+faults: install
+	cargo test --manifest-path faults/Cargo.toml --target-dir target/faults -- --test-threads=1 --nocapture
 
 bench: install
 	scripts/bench.sh

@@ -4,8 +4,10 @@
 # local connections (test servers, never exposed) and keep everything under one directory.
 #
 #   pg.sh start   DIR PORT [-c name=value ...]   initdb if needed, then start (no-op if running)
-#   pg.sh standby DIR PORT PRIMARY_PORT          base backup of the primary, start as hot standby
+#   pg.sh standby DIR PORT PRIMARY_PORT [-c ...] base backup of the primary, start as hot standby
 #   pg.sh stop    DIR                            fast shutdown (no-op if not running)
+#   pg.sh crash   DIR                            immediate shutdown: no checkpoint, as a crash
+#   pg.sh promote DIR                            promote a standby to primary
 set -euo pipefail
 
 BIN=/usr/lib/postgresql/15/bin
@@ -48,7 +50,7 @@ standby)
         as_postgres "$BIN/pg_basebackup" -h 127.0.0.1 -p "$4" -U postgres -D "$dir/data" \
             --write-recovery-conf --wal-method=stream --checkpoint=fast --no-sync
     fi
-    start "$dir" "$3" -c hot_standby=on
+    start "$dir" "$3" -c hot_standby=on "${@:5}"
     ;;
 stop)
     dir=$(realpath -m "$2")
@@ -57,8 +59,14 @@ stop)
         as_postgres "$BIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
     fi
     ;;
+crash)
+    as_postgres "$BIN/pg_ctl" -D "$(realpath -m "$2")/data" -m immediate -w stop >/dev/null
+    ;;
+promote)
+    as_postgres "$BIN/pg_ctl" -D "$(realpath -m "$2")/data" -w promote >/dev/null
+    ;;
 *)
-    echo "usage: pg.sh start DIR PORT [-c name=value ...] | standby DIR PORT PRIMARY_PORT | stop DIR" >&2
+    echo "usage: pg.sh start DIR PORT [-c name=value ...] | standby DIR PORT PRIMARY_PORT [-c ...] | stop|crash|promote DIR" >&2
     exit 2
     ;;
 esac

@@ -21,9 +21,10 @@ trap cleanup EXIT
 cleanup
 rm -rf "$ROOT"
 mkdir -p "$ROOT"
-# A small lock table, so the exhaustion test fills it quickly.
-scripts/pg.sh start "$PRIMARY" "$PORT" -c max_locks_per_transaction=32 -c max_connections=30 \
-    -c max_prepared_transactions=2
+# A small lock table, so the exhaustion test fills it quickly. A standby needs the same
+# values (or larger) to replay the primary's WAL.
+SETTINGS=(-c max_locks_per_transaction=32 -c max_connections=30 -c max_prepared_transactions=2)
+scripts/pg.sh start "$PRIMARY" "$PORT" "${SETTINGS[@]}"
 
 connection=(--host=127.0.0.1 --port="$PORT" --user=postgres)
 status=0
@@ -42,7 +43,7 @@ specs=$(cd pg_test/specs && ls ./*.spec | sed 's|^\./||; s|\.spec$||')
 # Hot standby: a database with the extension, replicated, then the standby suite against it.
 psql "postgresql://postgres@127.0.0.1:$PORT/postgres" -qXc "CREATE DATABASE fenced_lock_standby" \
     -c "\\c fenced_lock_standby" -c "CREATE EXTENSION fenced_lock"
-scripts/pg.sh standby "$STANDBY" "$STANDBY_PORT" "$PORT"
+scripts/pg.sh standby "$STANDBY" "$STANDBY_PORT" "$PORT" "${SETTINGS[@]}"
 standby_tests=$(cd pg_test/standby/sql && ls ./*.sql | sed 's|^\./||; s|\.sql$||')
 "$PGXS/regress/pg_regress" --host=127.0.0.1 --port="$STANDBY_PORT" --user=postgres \
     --inputdir=pg_test/standby --outputdir="$ROOT/standby-regress" --use-existing \

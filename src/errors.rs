@@ -23,6 +23,8 @@ pub enum FencedError {
         holders: Vec<i32>,
     },
     TokenSequenceMissing,
+    /// The wait for synchronous standbys to confirm the token's WAL ended without it.
+    TokenNotReplicated,
 }
 
 impl FencedError {
@@ -36,6 +38,7 @@ impl FencedError {
             FencedError::HotStandby => ERRCODE_READ_ONLY_SQL_TRANSACTION,
             FencedError::LockNotAcquired { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
             FencedError::TokenSequenceMissing => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            FencedError::TokenNotReplicated => ERRCODE_QUERY_CANCELED,
         }
     }
 
@@ -58,6 +61,9 @@ impl FencedError {
             FencedError::TokenSequenceMissing => {
                 "the fencing token sequence of fenced_lock is missing".into()
             }
+            FencedError::TokenNotReplicated => {
+                "fencing token not confirmed by the synchronous standby".into()
+            }
         }
     }
 
@@ -72,6 +78,11 @@ impl FencedError {
                     .into(),
             ),
             FencedError::LockNotAcquired { holders, .. } => Some(holders_detail(holders)),
+            FencedError::TokenNotReplicated => Some(
+                "The wait for synchronous replication was cancelled before the standby confirmed \
+                 the token, so a failover could issue it again; it was not returned."
+                    .into(),
+            ),
             _ => None,
         }
     }
@@ -90,6 +101,9 @@ impl FencedError {
             ),
             FencedError::TokenSequenceMissing => {
                 Some("Drop and create the extension fenced_lock again.".into())
+            }
+            FencedError::TokenNotReplicated => {
+                Some("Retry the transaction once the synchronous standby is reachable.".into())
             }
         }
     }

@@ -2,13 +2,14 @@
 //!
 //! One module per concern: `locking` talks to the lock manager and exposes the SQL API,
 //! `tokens` draws from the extension's sequence, `grants` remembers what this backend holds,
-//! `errors` is the single place where failures become SQLSTATEs.
+//! `settings` holds the GUCs, `errors` is the single place where failures become SQLSTATEs.
 
 use pgrx::prelude::*;
 
 mod errors;
 mod grants;
 mod locking;
+mod settings;
 mod tokens;
 
 ::pgrx::pg_module_magic!(name, version);
@@ -18,6 +19,7 @@ pgrx::extension_sql_file!("../sql/finalize.sql", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    settings::define();
     grants::register_transaction_callbacks();
     tokens::register_invalidation_callback();
 }

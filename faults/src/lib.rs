@@ -1,0 +1,270 @@
+//! Shared pieces of the fault suite: real PostgreSQL servers started through `scripts/pg.sh`
+//! (as the `postgres` user, on 127.0.0.1), clients, a storm of acquisitions, and the token
+//! invariants every test checks.
+
+use postgres::{Client, NoTls};
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+pub const DATABASE: &str = "fenced_faults";
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn pg_sh(args: &[&str]) {
+    let status = Command::new(repo_root().join("scripts/pg.sh"))
+        .args(args)
+        .status()
+        .expect("scripts/pg.sh runs");
+    assert!(status.success(), "scripts/pg.sh {args:?} failed");
+}
+
+/// One PostgreSQL server of the suite, stopped when dropped.
+pub struct Server {
+    pub dir: String,
+    pub port: u16,
+    settings: Vec<String>,
+}
+
+impl Server {
+    /// A fresh server (its directory is wiped first) with `settings` as `name=value`.
+    pub fn fresh(name: &str, port: u16, settings: &[&str]) -> Server {
+        let dir = repo_root().join("build/faults").join(name);
+        let server = Server {
+            dir: dir.to_string_lossy().into_owned(),
+            port,
+            settings: settings.iter().map(|s| s.to_string()).collect(),
+        };
+        pg_sh(&["stop", &server.dir]);
+        let _ = std::fs::remove_dir_all(&dir);
+        server.start();
+        server
+    }
+
+    /// A hot standby streaming from `primary`, with `settings`.
+    pub fn standby_of(primary: &Server, name: &str, port: u16, settings: &[&str]) -> Server {
+        let dir = repo_root().join("build/faults").join(name);
+        let server = Server {
+            dir: dir.to_string_lossy().into_owned(),
+            port,
+            settings: settings.iter().map(|s| s.to_string()).collect(),
+        };
+        pg_sh(&["stop", &server.dir]);
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut args = vec![
+            "standby".to_string(),
+            server.dir.clone(),
+            port.to_string(),
+            primary.port.to_string(),
+        ];
+        args.extend(
+            server
+                .settings
+                .iter()
+                .flat_map(|s| ["-c".to_string(), s.clone()]),
+        );
+        pg_sh(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        server
+    }
+
+    pub fn start(&self) {
+        let port = self.port.to_string();
+        let mut args = vec!["start", &self.dir, &port];
+        for setting in &self.settings {
+            args.push("-c");
+            args.push(setting);
+        }
+        pg_sh(&args);
+    }
+
+    /// `pg_ctl stop -m immediate`: no checkpoint, no flush; recovery replays WAL on start.
+    pub fn crash(&self) {
+        pg_sh(&["crash", &self.dir]);
+    }
+
+    pub fn promote(&self) {
+        pg_sh(&["promote", &self.dir]);
+    }
+
+    pub fn url(&self, database: &str) -> String {
+        format!(
+            "host=127.0.0.1 port={} user=postgres dbname={database} connect_timeout=10",
+            self.port
+        )
+    }
+
+    pub fn connect(&self, database: &str) -> Client {
+        Client::connect(&self.url(database), NoTls).expect("connect to the test server")
+    }
+
+    /// Creates the suite's database with the extension.
+    pub fn create_database(&self) {
+        let mut admin = self.connect("postgres");
+        admin
+            .batch_execute(&format!("CREATE DATABASE {DATABASE}"))
+            .expect("create database");
+        self.connect(DATABASE)
+            .batch_execute("CREATE EXTENSION fenced_lock")
+            .expect("create extension");
+    }
+
+    /// Waits until the server accepts connections and is out of recovery (after a crash
+    /// restart or a promotion).
+    pub fn wait_writable(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(mut client) = Client::connect(&self.url(DATABASE), NoTls) {
+                if let Ok(row) = client.query_one("SELECT pg_is_in_recovery()", &[]) {
+                    if !row.get::<_, bool>(0) {
+                        return;
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "server did not become writable");
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        pg_sh(&["stop", &self.dir]);
+    }
+}
+
+/// A tiny deterministic generator, so runs are repeatable without a dependency.
+pub struct Lcg(u64);
+
+impl Lcg {
+    pub fn new(seed: u64) -> Lcg {
+        Lcg(seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407))
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// What a storm of acquisitions produced: every token a client received, and the PIDs of
+/// the backends that served them.
+#[derive(Default)]
+pub struct StormResult {
+    pub tokens: Vec<i64>,
+    pub operations: u64,
+}
+
+/// Clients acquiring random keys until `stop` is set or their connection dies. Each grant is
+/// committed, rolled back, or left open for a moment and then committed. Every token a
+/// client received is recorded, whatever happened to its transaction afterwards.
+pub struct Storm {
+    stop: Arc<AtomicBool>,
+    result: Arc<Mutex<StormResult>>,
+    threads: Vec<thread::JoinHandle<()>>,
+    pub backend_pids: Arc<Mutex<Vec<i32>>>,
+}
+
+impl Storm {
+    pub fn start(server: &Server, clients: usize, seed: u64) -> Storm {
+        let stop = Arc::new(AtomicBool::new(false));
+        let result = Arc::new(Mutex::new(StormResult::default()));
+        let backend_pids = Arc::new(Mutex::new(Vec::new()));
+        let threads = (0..clients)
+            .map(|client_number| {
+                let url = server.url(DATABASE);
+                let (stop, result, pids) = (stop.clone(), result.clone(), backend_pids.clone());
+                thread::spawn(move || {
+                    let Ok(mut client) = Client::connect(&url, NoTls) else {
+                        return;
+                    };
+                    if let Ok(row) = client.query_one("SELECT pg_backend_pid()", &[]) {
+                        pids.lock().unwrap().push(row.get(0));
+                    }
+                    let mut rng = Lcg::new(seed * 1000 + client_number as u64);
+                    while !stop.load(Ordering::Relaxed) {
+                        let key = rng.below(64) as i32;
+                        let fate = rng.below(3);
+                        let Ok(token) = one_acquisition(&mut client, key, fate) else {
+                            return; // the server went away: this client's storm is over
+                        };
+                        let mut result = result.lock().unwrap();
+                        result.tokens.push(token);
+                        result.operations += 1;
+                    }
+                })
+            })
+            .collect();
+        Storm {
+            stop,
+            result,
+            threads,
+            backend_pids,
+        }
+    }
+
+    /// Stops the clients (those still connected) and returns what they received.
+    pub fn finish(self) -> StormResult {
+        self.stop.store(true, Ordering::Relaxed);
+        for thread in self.threads {
+            thread.join().expect("storm client does not panic");
+        }
+        std::mem::take(&mut *self.result.lock().unwrap())
+    }
+}
+
+/// One transaction: acquire, then commit (fate 0), roll back (1), or stay open briefly and
+/// commit (2). Returns the token as soon as the client has it.
+fn one_acquisition(client: &mut Client, key: i32, fate: u64) -> Result<i64, postgres::Error> {
+    let mut transaction = client.transaction()?;
+    let token: i64 = transaction
+        .query_one("SELECT acquire_fenced(77, $1)", &[&key])?
+        .get(0);
+    match fate {
+        0 => transaction.commit()?,
+        1 => transaction.rollback()?,
+        _ => {
+            thread::sleep(Duration::from_millis(2));
+            transaction.commit()?
+        }
+    }
+    Ok(token)
+}
+
+/// Checks the promise across faults: every token received in an epoch (between two faults)
+/// is larger than every token received in any earlier epoch, and no token is seen twice.
+/// Returns the number of violations (tokens breaking either rule).
+pub fn violations_across_epochs(epochs: &[Vec<i64>]) -> usize {
+    let mut seen = HashSet::new();
+    let mut highest_before: Option<i64> = None;
+    let mut violations = 0;
+    for epoch in epochs {
+        for &token in epoch {
+            if !seen.insert(token) || highest_before.is_some_and(|high| token <= high) {
+                violations += 1;
+            }
+        }
+        if let Some(&max) = epoch.iter().max() {
+            highest_before = Some(highest_before.map_or(max, |high| high.max(max)));
+        }
+    }
+    violations
+}
+
+/// The suite's figures line, the same shape for every test.
+pub fn report(test: &str, operations: u64, faults: u64, tokens: usize, violations: usize) {
+    println!(
+        "{test}: operations={operations} faults={faults} tokens_checked={tokens} \
+         violations={violations}"
+    );
+}

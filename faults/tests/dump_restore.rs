@@ -1,0 +1,63 @@
+//! Continuity across pg_dump / pg_restore: the first token in the restored database is
+//! larger than every token issued before the dump.
+
+use fenced_lock_faults::{report, violations_across_epochs, Server, DATABASE};
+use std::process::Command;
+
+#[test]
+fn restored_database_continues_above_every_earlier_token() {
+    let server = Server::fresh("dump-restore", 54335, &[]);
+    server.create_database();
+    let mut client = server.connect(DATABASE);
+    let mut before = Vec::new();
+    for key in 0..200 {
+        let mut tx = client.transaction().unwrap();
+        before.push(
+            tx.query_one("SELECT acquire_fenced(5, $1)", &[&key])
+                .unwrap()
+                .get(0),
+        );
+        if key % 2 == 0 {
+            tx.commit().unwrap();
+        } else {
+            tx.rollback().unwrap();
+        }
+    }
+
+    let dump = format!("{}/fenced_faults.dump", server.dir);
+    let port = server.port.to_string();
+    let connection = ["-h", "127.0.0.1", "-p", &port, "-U", "postgres"];
+    let bin = "/usr/lib/postgresql/15/bin";
+    let dumped = Command::new(format!("{bin}/pg_dump"))
+        .args(connection)
+        .args(["--format=custom", "--file", &dump, DATABASE])
+        .status()
+        .unwrap();
+    assert!(dumped.success(), "pg_dump");
+    server
+        .connect("postgres")
+        .batch_execute("CREATE DATABASE fenced_restored")
+        .unwrap();
+    let restored = Command::new(format!("{bin}/pg_restore"))
+        .args(connection)
+        .args(["--exit-on-error", "--dbname", "fenced_restored", &dump])
+        .status()
+        .unwrap();
+    assert!(restored.success(), "pg_restore");
+
+    let mut restored_client = server.connect("fenced_restored");
+    let mut after = Vec::new();
+    for key in 0..10 {
+        let mut tx = restored_client.transaction().unwrap();
+        after.push(
+            tx.query_one("SELECT acquire_fenced(5, $1)", &[&key])
+                .unwrap()
+                .get(0),
+        );
+        tx.commit().unwrap();
+    }
+    let epochs = [before, after];
+    let violations = violations_across_epochs(&epochs);
+    report("dump/restore", 210, 1, 210, violations);
+    assert_eq!(violations, 0);
+}
