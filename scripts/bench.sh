@@ -15,7 +15,13 @@ CLIENTS=${BENCH_CLIENTS:-8}
 THREADS=${BENCH_THREADS:-2}
 DIR=$PWD/build/pg/bench
 URL="postgresql://postgres@127.0.0.1:$PORT/fenced_lock_bench"
-WORKLOADS=(floor raw_two_statements raw_one_statement acquire_random acquire_hot)
+# name=script[:connection options]
+WORKLOADS=(floor=floor raw_two_statements=raw_two_statements raw_one_statement=raw_one_statement
+    acquire_random=acquire_random
+    acquire_random_nondurable=acquire_random:"-c fenced_lock.durable_tokens=off"
+    acquire_hot=acquire_hot
+    raw_write=raw_write acquire_write=acquire_write
+    acquire_write_nondurable=acquire_write:"-c fenced_lock.durable_tokens=off")
 
 trap 'scripts/pg.sh stop "$DIR"' EXIT
 scripts/pg.sh stop "$DIR"
@@ -23,14 +29,18 @@ rm -rf "$DIR"
 scripts/pg.sh start "$DIR" "$PORT" -c max_connections=50
 psql "postgresql://postgres@127.0.0.1:$PORT/postgres" -qX -c "CREATE DATABASE fenced_lock_bench"
 psql "$URL" -qX -c "CREATE EXTENSION fenced_lock" \
-    -c "CREATE SEQUENCE bench_token_seq AS bigint CACHE 1 NO CYCLE"
+    -c "CREATE SEQUENCE bench_token_seq AS bigint CACHE 1 NO CYCLE" \
+    -c "CREATE TABLE bench_rows (id int PRIMARY KEY, fence bigint NOT NULL)" \
+    -c "INSERT INTO bench_rows SELECT g, 0 FROM generate_series(1, 100000) g" -c "VACUUM ANALYZE"
 
 declare -A results
 for ((round = 0; round < ROUNDS; round++)); do
     for ((i = 0; i < ${#WORKLOADS[@]}; i++)); do
-        workload=${WORKLOADS[(i + round) % ${#WORKLOADS[@]}]}
-        tps=$(/usr/lib/postgresql/15/bin/pgbench -n -M prepared -c "$CLIENTS" -j "$THREADS" \
-            -T "$SECONDS_EACH" -f "bench/$workload.sql" "$URL" 2>/dev/null |
+        entry=${WORKLOADS[(i + round) % ${#WORKLOADS[@]}]}
+        workload=${entry%%=*} script=${entry#*=} options=
+        [[ $script == *:* ]] && options=${script#*:} script=${script%%:*}
+        tps=$(PGOPTIONS=$options /usr/lib/postgresql/15/bin/pgbench -n -M prepared \
+            -c "$CLIENTS" -j "$THREADS" -T "$SECONDS_EACH" -f "bench/$script.sql" "$URL" 2>/dev/null |
             sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
         [ -n "$tps" ] || { echo "bench: pgbench failed for $workload" >&2; exit 1; }
         results[$workload]+="$tps "
@@ -44,10 +54,20 @@ raw=$(median "${results[raw_one_statement]}")
 echo
 echo "pgbench -M prepared -c $CLIENTS -j $THREADS, ${SECONDS_EACH}s x $ROUNDS rounds; median tps"
 printf '%-22s %12s %10s %14s\n' workload tps vs_floor vs_raw_1_stmt
-for workload in "${WORKLOADS[@]}"; do
+for entry in "${WORKLOADS[@]}"; do
+    workload=${entry%%=*}
     tps=$(median "${results[$workload]}")
     awk -v w="$workload" -v t="$tps" -v f="$floor" -v r="$raw" \
         'BEGIN { printf "%-22s %12.0f %9.2fx %13.2fx\n", w, t, t / f, t / r }'
 done
 echo
-echo "Goals: acquire_random >= 1.00x raw_1_stmt and >= 0.90x floor."
+durable=$(median "${results[acquire_random]}")
+nondurable=$(median "${results[acquire_random_nondurable]}")
+awk -v d="$durable" -v n="$nondurable" \
+    'BEGIN { printf "durable tokens on vs off, lock only (random keys): %.2fx\n", d / n }'
+durable=$(median "${results[acquire_write]}")
+nondurable=$(median "${results[acquire_write_nondurable]}")
+raw=$(median "${results[raw_write]}")
+awk -v d="$durable" -v n="$nondurable" -v r="$raw" \
+    'BEGIN { printf "durable tokens on vs off, lock + guarded UPDATE: %.2fx (vs raw SQL: %.2fx)\n", d / n, d / r }'
+echo "Goals: acquire_random >= 1.00x raw_1_stmt and >= 0.90x floor; durable on >= 0.90x off."

@@ -22,8 +22,10 @@ cleanup
 rm -rf "$ROOT"
 mkdir -p "$ROOT"
 # A small lock table, so the exhaustion test fills it quickly. A standby needs the same
-# values (or larger) to replay the primary's WAL.
-SETTINGS=(-c max_locks_per_transaction=32 -c max_connections=30 -c max_prepared_transactions=2)
+# values (or larger) to replay the primary's WAL. A synchronous standby that never connects
+# lets sync_replication.sql cancel a token's wait; commits do not wait (synchronous_commit).
+SETTINGS=(-c max_locks_per_transaction=32 -c max_connections=30 -c max_prepared_transactions=2
+    -c synchronous_standby_names=nobody -c synchronous_commit=local)
 scripts/pg.sh start "$PRIMARY" "$PORT" "${SETTINGS[@]}"
 
 connection=(--host=127.0.0.1 --port="$PORT" --user=postgres)

@@ -19,4 +19,13 @@ pub fn define() {
         GucContext::Suset,
         GucFlags::default(),
     );
+    // Report misspelt fenced_lock.* settings instead of keeping them as placeholders.
+    #[cfg(any(feature = "pg13", feature = "pg14"))]
+    unsafe {
+        pgrx::pg_sys::EmitWarningsOnPlaceholders(c"fenced_lock".as_ptr())
+    };
+    #[cfg(not(any(feature = "pg13", feature = "pg14")))]
+    unsafe {
+        pgrx::pg_sys::MarkGUCPrefixReserved(c"fenced_lock".as_ptr())
+    };
 }
