@@ -7,7 +7,7 @@ RUN_PORT  := 54315
 RUN_URL   := postgresql://postgres@127.0.0.1:$(RUN_PORT)/fenced_lock
 PGRX_TEST_DIR := $(CURDIR)/build/pgrx-test
 
-.PHONY: all setup install run demo psql stop test lint unit sql-tests faults bench clean
+.PHONY: all setup install run demo psql stop test lint unit sql-tests faults async-failover bench clean
 
 all: test
 
@@ -55,6 +55,10 @@ sql-tests: install
 # Fault suite: crashes, killed backends, failover, stale holders, dump/restore (faults/).
 faults: install
 	cargo test --manifest-path faults/Cargo.toml --target-dir target/faults -- --test-threads=1 --nocapture
+
+# A measurement (README, Guarantees): tokens repeated after failover to an async standby.
+async-failover: install
+	cargo run --manifest-path faults/Cargo.toml --target-dir target/faults --example async_failover
 
 bench: install
 	scripts/bench.sh

@@ -157,6 +157,16 @@ impl Lcg {
     }
 }
 
+/// How the storm's transactions end.
+#[derive(Clone, Copy)]
+pub enum Fates {
+    /// Commit, roll back, or stay open briefly and commit, at random.
+    Mixed,
+    /// Always roll back. A commit asks the WAL writer to flush soon; a rollback of a
+    /// transaction without an xid does not, so sequence WAL stays unflushed longest.
+    RollbackOnly,
+}
+
 /// What a storm of acquisitions produced: every token a client received, and the PIDs of
 /// the backends that served them.
 #[derive(Default)]
@@ -176,7 +186,7 @@ pub struct Storm {
 }
 
 impl Storm {
-    pub fn start(server: &Server, clients: usize, seed: u64) -> Storm {
+    pub fn start(server: &Server, clients: usize, seed: u64, fates: Fates) -> Storm {
         let stop = Arc::new(AtomicBool::new(false));
         let result = Arc::new(Mutex::new(StormResult::default()));
         let backend_pids = Arc::new(Mutex::new(Vec::new()));
@@ -194,7 +204,10 @@ impl Storm {
                     let mut rng = Lcg::new(seed * 1000 + client_number as u64);
                     while !stop.load(Ordering::Relaxed) {
                         let key = rng.below(64) as i32;
-                        let fate = rng.below(3);
+                        let fate = match fates {
+                            Fates::Mixed => rng.below(3),
+                            Fates::RollbackOnly => 1,
+                        };
                         let Ok(token) = one_acquisition(&mut client, key, fate) else {
                             return; // the server went away: this client's storm is over
                         };

@@ -1,7 +1,7 @@
 //! Crashes during a storm of acquisitions: tokens received before a crash are all smaller
 //! than every token received after the restart, and no token is ever seen twice.
 
-use fenced_lock_faults::{report, violations_across_epochs, Lcg, Server, Storm};
+use fenced_lock_faults::{report, violations_across_epochs, Fates, Lcg, Server, Storm};
 use std::process::Command;
 use std::thread;
 use std::time::Duration;
@@ -12,16 +12,23 @@ const CLIENTS: usize = 4;
 const SLOW_WAL_WRITER: &str = "wal_writer_delay=10000";
 
 /// Runs `cycles` storms, each ended by `fault`, then one more storm after the last fault.
+/// Odd cycles roll every grant back (the longest-unflushed case), even cycles mix fates;
+/// `rollback_only` makes every cycle roll back.
 fn storms_across_faults(
     server: &Server,
     cycles: u64,
+    rollback_only: bool,
     fault: impl Fn(&Server, &Storm),
 ) -> (u64, Vec<Vec<i64>>) {
     let mut rng = Lcg::new(cycles);
     let mut operations = 0;
     let mut epochs = Vec::new();
     for cycle in 0..=cycles {
-        let storm = Storm::start(server, CLIENTS, cycle);
+        let fates = match rollback_only || cycle % 2 == 1 {
+            true => Fates::RollbackOnly,
+            false => Fates::Mixed,
+        };
+        let storm = Storm::start(server, CLIENTS, cycle, fates);
         thread::sleep(Duration::from_millis(150 + rng.below(250)));
         if cycle < cycles {
             fault(server, &storm);
@@ -46,7 +53,8 @@ fn immediate_shutdown_during_storm() {
     let server = Server::fresh("crash", 54331, &[SLOW_WAL_WRITER]);
     server.create_database();
     let cycles = 20;
-    let (operations, epochs) = storms_across_faults(&server, cycles, |server, _| server.crash());
+    let (operations, epochs) =
+        storms_across_faults(&server, cycles, false, |server, _| server.crash());
     let tokens = epochs.iter().map(Vec::len).sum();
     let violations = violations_across_epochs(&epochs);
     report(
@@ -64,7 +72,7 @@ fn backend_killed_during_storm() {
     let server = Server::fresh("backend-crash", 54332, &[SLOW_WAL_WRITER]);
     server.create_database();
     let cycles = 10;
-    let (operations, epochs) = storms_across_faults(&server, cycles, |_, storm| {
+    let (operations, epochs) = storms_across_faults(&server, cycles, false, |_, storm| {
         let pid = storm.backend_pids.lock().unwrap()[0];
         let killed = Command::new("kill")
             .args(["-9", &pid.to_string()])
@@ -92,7 +100,8 @@ fn control_without_durable_tokens_repeats_tokens() {
     let server = Server::fresh("crash-control", 54338, &settings);
     server.create_database();
     let cycles = 10;
-    let (operations, epochs) = storms_across_faults(&server, cycles, |server, _| server.crash());
+    let (operations, epochs) =
+        storms_across_faults(&server, cycles, true, |server, _| server.crash());
     let tokens = epochs.iter().map(Vec::len).sum();
     let violations = violations_across_epochs(&epochs);
     report(

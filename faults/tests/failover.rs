@@ -2,7 +2,7 @@
 //! the standby promoted, and the storm continues on it. Every token returned before the
 //! failover is smaller than every token after it, three failovers in a row.
 
-use fenced_lock_faults::{report, violations_across_epochs, Server, Storm, DATABASE};
+use fenced_lock_faults::{report, violations_across_epochs, Fates, Server, Storm, DATABASE};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -41,7 +41,9 @@ fn make_synchronous(primary: &Server) {
 }
 
 /// Runs FAILOVERS failovers during storms; returns (operations, tokens checked, violations).
-fn failovers_during_storms(settings: &[&str]) -> (u64, usize, usize) {
+/// Every other storm rolls all its grants back (the longest-unflushed case); `rollback_only`
+/// makes them all do so.
+fn failovers_during_storms(settings: &[&str], rollback_only: bool) -> (u64, usize, usize) {
     let mut primary = Server::fresh("failover-0", PORTS[0], settings);
     primary.create_database();
     let mut epochs = Vec::new();
@@ -55,7 +57,11 @@ fn failovers_during_storms(settings: &[&str]) -> (u64, usize, usize) {
         );
         make_synchronous(&primary);
 
-        let storm = Storm::start(&primary, 4, failover as u64);
+        let fates = match rollback_only || failover % 2 == 1 {
+            true => Fates::RollbackOnly,
+            false => Fates::Mixed,
+        };
+        let storm = Storm::start(&primary, 4, failover as u64, fates);
         thread::sleep(Duration::from_millis(500));
         primary.crash();
         let result = storm.finish();
@@ -68,7 +74,7 @@ fn failovers_during_storms(settings: &[&str]) -> (u64, usize, usize) {
         // The old primary is gone for good; its directory is reused two failovers later.
         drop(std::mem::replace(&mut primary, standby));
     }
-    let storm = Storm::start(&primary, 4, 99);
+    let storm = Storm::start(&primary, 4, 99, Fates::Mixed);
     thread::sleep(Duration::from_millis(300));
     let result = storm.finish();
     operations += result.operations;
@@ -86,7 +92,7 @@ const SLOW_WAL_WRITER: &str = "wal_writer_delay=10000";
 
 #[test]
 fn synchronous_failover_during_storm() {
-    let (operations, tokens, violations) = failovers_during_storms(&[SLOW_WAL_WRITER]);
+    let (operations, tokens, violations) = failovers_during_storms(&[SLOW_WAL_WRITER], false);
     report(
         "synchronous failover",
         operations,
@@ -102,7 +108,7 @@ fn synchronous_failover_during_storm() {
 #[test]
 fn control_failover_without_durable_tokens_repeats_tokens() {
     let settings = [SLOW_WAL_WRITER, "fenced_lock.durable_tokens=off"];
-    let (operations, tokens, violations) = failovers_during_storms(&settings);
+    let (operations, tokens, violations) = failovers_during_storms(&settings, true);
     report(
         "control: synchronous failover with durable_tokens=off",
         operations,
