@@ -10,3 +10,19 @@ COMMENT ON FUNCTION acquire_fenced(integer, integer, interval) IS
 COMMENT ON FUNCTION try_acquire_fenced(integer, integer) IS
     'Take the transaction-scoped advisory lock on (ns, id) without waiting: a new fencing token, '
     'or NULL when another session holds the key.';
+
+COMMENT ON FUNCTION fenced_update(regclass, anyelement, bigint, jsonb, text, text) IS
+    'Conditional write for a fenced holder: UPDATE target SET <changes>, <fence_column> = token '
+    'WHERE <key_column> = id AND <fence_column> <= token. True when written, false when the row '
+    'carries a higher token (the caller was superseded); P0002 when there is no such row.';
+
+COMMENT ON FUNCTION enforce_fence() IS
+    'Trigger function: BEFORE UPDATE ... FOR EACH ROW EXECUTE FUNCTION enforce_fence(''fence'') '
+    'refuses, with SQLSTATE SF001, any UPDATE that lowers the fence column or sets it to NULL.';
+
+COMMENT ON FUNCTION fence_check(text, bigint) IS
+    'Fence ledger for resources outside the database: record token for resource and return true '
+    'when it is at least the highest token accepted so far (or the resource is new), else false.';
+
+COMMENT ON FUNCTION fence_check_strict(text, bigint) IS
+    'Like fence_check, but a stale token raises SQLSTATE SF001 instead of returning false.';

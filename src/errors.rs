@@ -2,12 +2,13 @@
 //! message, DETAIL and HINT. The README's error table mirrors this file.
 
 use crate::locking::LockKey;
+use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 
 pub enum FencedError {
-    /// An argument was NULL; a NULL result would be mistaken for "busy".
+    /// An argument was NULL; a NULL result would be mistaken for "busy" or "refused".
     NullArgument {
         function: &'static str,
         argument: &'static str,
@@ -25,6 +26,39 @@ pub enum FencedError {
     TokenSequenceMissing,
     /// The wait for synchronous standbys to confirm the token's WAL ended without it.
     TokenNotReplicated,
+    /// An argument of the resource side has the wrong shape.
+    InvalidArgument {
+        message: String,
+        hint: Option<&'static str>,
+    },
+    UndefinedColumn {
+        table: String,
+        column: String,
+    },
+    FenceColumnNotInteger {
+        table: String,
+        column: String,
+        type_name: String,
+    },
+    NotATable {
+        table: String,
+    },
+    NoSuchRow {
+        table: String,
+        key_column: String,
+        key: String,
+    },
+    /// A value of `changes` that its column's type rejects; the code is the type's own.
+    ValueDoesNotFit {
+        code: PgSqlErrorCode,
+        table: String,
+        column: String,
+        message: String,
+    },
+    /// enforce_fence attached or called the wrong way.
+    TriggerMisuse {
+        message: String,
+    },
 }
 
 impl FencedError {
@@ -32,13 +66,19 @@ impl FencedError {
         use PgSqlErrorCode::*;
         match self {
             FencedError::NullArgument { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
-            FencedError::NegativeTimeout | FencedError::TimeoutTooLong => {
-                ERRCODE_INVALID_PARAMETER_VALUE
-            }
+            FencedError::NegativeTimeout
+            | FencedError::TimeoutTooLong
+            | FencedError::InvalidArgument { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
             FencedError::HotStandby => ERRCODE_READ_ONLY_SQL_TRANSACTION,
             FencedError::LockNotAcquired { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
             FencedError::TokenSequenceMissing => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::TokenNotReplicated => ERRCODE_QUERY_CANCELED,
+            FencedError::UndefinedColumn { .. } => ERRCODE_UNDEFINED_COLUMN,
+            FencedError::FenceColumnNotInteger { .. } => ERRCODE_DATATYPE_MISMATCH,
+            FencedError::NotATable { .. } => ERRCODE_WRONG_OBJECT_TYPE,
+            FencedError::NoSuchRow { .. } => ERRCODE_NO_DATA_FOUND,
+            FencedError::ValueDoesNotFit { code, .. } => *code,
+            FencedError::TriggerMisuse { .. } => ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
         }
     }
 
@@ -64,13 +104,38 @@ impl FencedError {
             FencedError::TokenNotReplicated => {
                 "fencing token not confirmed by the synchronous standby".into()
             }
+            FencedError::InvalidArgument { message, .. } => message.clone(),
+            FencedError::UndefinedColumn { table, column } => {
+                format!("column \"{column}\" of relation {table} does not exist")
+            }
+            FencedError::FenceColumnNotInteger {
+                table,
+                column,
+                type_name,
+            } => format!(
+                "fence column \"{column}\" of relation {table} has type {type_name}, not an \
+                 integer type"
+            ),
+            FencedError::NotATable { table } => format!("{table} is not a table"),
+            FencedError::NoSuchRow {
+                table,
+                key_column,
+                key,
+            } => format!("no row in {table} with \"{key_column}\" = {key}"),
+            FencedError::ValueDoesNotFit {
+                table,
+                column,
+                message,
+                ..
+            } => format!("value for column \"{column}\" of relation {table}: {message}"),
+            FencedError::TriggerMisuse { message } => message.clone(),
         }
     }
 
     fn detail(&self) -> Option<String> {
         match self {
             FencedError::NullArgument { .. } => {
-                Some("Every argument of a fenced lock function is required.".into())
+                Some("Every argument of a fenced_lock function is required.".into())
             }
             FencedError::HotStandby => Some(
                 "Advisory locks on a standby exclude only that standby's sessions, not holders on \
@@ -88,24 +153,30 @@ impl FencedError {
     }
 
     fn hint(&self) -> Option<String> {
-        match self {
-            FencedError::NullArgument { .. } => None,
-            FencedError::NegativeTimeout => Some("Pass '0' to try once without waiting.".into()),
+        let hint = match self {
+            FencedError::NegativeTimeout => "Pass '0' to try once without waiting.",
             FencedError::TimeoutTooLong => {
-                Some("Use acquire_fenced(ns, id) without a timeout to wait without limit.".into())
+                "Use acquire_fenced(ns, id) without a timeout to wait without limit."
             }
-            FencedError::HotStandby => Some("Connect to the primary server.".into()),
-            FencedError::LockNotAcquired { .. } => Some(
+            FencedError::HotStandby => "Connect to the primary server.",
+            FencedError::LockNotAcquired { .. } => {
                 "Use try_acquire_fenced to skip a busy key without an error, or wait longer."
-                    .into(),
-            ),
-            FencedError::TokenSequenceMissing => {
-                Some("Drop and create the extension fenced_lock again.".into())
             }
+            FencedError::TokenSequenceMissing => "Drop and create the extension fenced_lock again.",
             FencedError::TokenNotReplicated => {
-                Some("Retry the transaction once the synchronous standby is reachable.".into())
+                "Retry the transaction once the synchronous standby is reachable."
             }
-        }
+            FencedError::InvalidArgument { hint, .. } => return hint.map(String::from),
+            FencedError::FenceColumnNotInteger { .. } => {
+                "The fence column must be smallint, integer or bigint."
+            }
+            FencedError::TriggerMisuse { .. } => {
+                "Use CREATE TRIGGER ... BEFORE UPDATE ON t FOR EACH ROW EXECUTE FUNCTION \
+                 enforce_fence('fence_column')."
+            }
+            _ => return None,
+        };
+        Some(hint.into())
     }
 
     /// Raises this error as a PostgreSQL ERROR; the current transaction aborts.
@@ -149,4 +220,80 @@ pub fn warn_outside_transaction_block(function: &str, key: LockKey) {
     ))
     .set_hint("Run the acquisition and the work it guards inside BEGIN ... COMMIT.")
     .report(PgLogLevel::WARNING);
+}
+
+/// SQLSTATE `SF001` ("stale fence"): a write carried a fencing token lower than one the
+/// resource already accepted. PostgreSQL has no code for it, so fenced_lock defines one in a
+/// class (SF) that PostgreSQL does not use.
+pub const STALE_FENCING_TOKEN: &[u8; 5] = b"SF001";
+
+/// A write refused because its token is stale: what refused it, the token it holds, and the
+/// token offered (None for a NULL fence).
+pub struct StaleToken {
+    pub resource: String,
+    pub accepted: i64,
+    pub offered: Option<i64>,
+}
+
+impl StaleToken {
+    fn message(&self) -> String {
+        let offered = self.offered.map_or("NULL".to_string(), |t| t.to_string());
+        format!(
+            "stale fencing token {offered} for {}: token {} was already accepted",
+            self.resource, self.accepted
+        )
+    }
+}
+
+/// PostgreSQL's encoding of a five-character SQLSTATE (MAKE_SQLSTATE).
+fn make_sqlstate(code: &[u8; 5]) -> i32 {
+    code.iter().enumerate().fold(0, |acc, (i, &c)| {
+        acc | ((c.wrapping_sub(b'0') as i32 & 0x3f) << (6 * i))
+    })
+}
+
+/// Raises SF001 for `stale`. pgrx reports only PostgreSQL's own SQLSTATEs, so this drives the
+/// error machinery itself. Only `resource::with_stale_token_check` calls it, from a bare
+/// `extern "C"` frame that holds nothing to drop: the longjmp skips no destructor.
+///
+/// # Safety
+/// Every Rust frame between this call and the PostgreSQL caller must be free of values that
+/// need dropping.
+pub unsafe fn raise_stale_token(stale: StaleToken) -> ! {
+    unsafe extern "C-unwind" {
+        fn errcode(sqlerrcode: core::ffi::c_int) -> core::ffi::c_int;
+        fn errmsg_internal(fmt: *const core::ffi::c_char, ...) -> core::ffi::c_int;
+        fn errdetail_internal(fmt: *const core::ffi::c_char, ...) -> core::ffi::c_int;
+        fn errhint(fmt: *const core::ffi::c_char, ...) -> core::ffi::c_int;
+        fn errstart(elevel: core::ffi::c_int, domain: *const core::ffi::c_char) -> bool;
+        fn errfinish(
+            filename: *const core::ffi::c_char,
+            lineno: core::ffi::c_int,
+            funcname: *const core::ffi::c_char,
+        );
+    }
+    // Copy every text into palloc'd memory; the Rust values are dropped before the longjmp.
+    let [message, detail, hint] = [
+        stale.message(),
+        "A later holder of the lock already wrote with a larger token: this holder's lease \
+         is over."
+            .to_string(),
+        "Stop this work; do not retry with the same token. Acquire the lock again for a new one."
+            .to_string(),
+    ]
+    .map(|text| {
+        let text = std::ffi::CString::new(text.replace('\0', "")).expect("NULs were removed");
+        unsafe { pg_sys::pstrdup(text.as_ptr()) }
+    });
+    drop(stale);
+    unsafe {
+        if errstart(PgLogLevel::ERROR as _, std::ptr::null()) {
+            errcode(make_sqlstate(STALE_FENCING_TOKEN));
+            errmsg_internal(c"%s".as_ptr(), message);
+            errdetail_internal(c"%s".as_ptr(), detail);
+            errhint(c"%s".as_ptr(), hint);
+            errfinish(c"fenced_lock".as_ptr(), 0, c"raise_stale_token".as_ptr());
+        }
+    }
+    unreachable!("errfinish(ERROR) does not return")
 }

@@ -2,6 +2,7 @@
 //!
 //! One module per concern: `locking` talks to the lock manager and exposes the SQL API,
 //! `tokens` draws from the extension's sequence, `grants` remembers what this backend holds,
+//! `resource` checks tokens where the data lives (fenced_update, enforce_fence, the ledger),
 //! `settings` holds the GUCs, `errors` is the single place where failures become SQLSTATEs.
 
 use pgrx::prelude::*;
@@ -9,12 +10,14 @@ use pgrx::prelude::*;
 mod errors;
 mod grants;
 mod locking;
+mod resource;
 mod settings;
 mod tokens;
 
 ::pgrx::pg_module_magic!(name, version);
 
 pgrx::extension_sql_file!("../sql/bootstrap.sql", bootstrap);
+pgrx::extension_sql_file!("../sql/resource.sql", name = "resource");
 pgrx::extension_sql_file!("../sql/finalize.sql", finalize);
 
 #[pg_guard]
@@ -22,6 +25,7 @@ pub extern "C-unwind" fn _PG_init() {
     settings::define();
     grants::register_transaction_callbacks();
     tokens::register_invalidation_callback();
+    resource::register_invalidation_callback();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -8,7 +8,7 @@ SELECT p.oid::regprocedure AS function, pg_catalog.format_type(p.prorettype, NUL
   JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid
  WHERE d.refobjid = (SELECT oid FROM pg_catalog.pg_extension WHERE extname = 'fenced_lock')
    AND d.deptype = 'e'
- ORDER BY 1::text;
+ ORDER BY p.oid::regprocedure::text;
 
 -- The token sequence: bigint, CACHE 1, NO CYCLE.
 SELECT seqtypid::regtype, seqcache, seqcycle, seqincrement

@@ -1,0 +1,24 @@
+-- The fence ledger: the highest token accepted per resource outside the database.
+CREATE TABLE fence_ledger (
+    resource text PRIMARY KEY,
+    token bigint NOT NULL,
+    updated_at timestamptz NOT NULL
+);
+COMMENT ON TABLE fence_ledger IS
+    'fenced_lock: highest fencing token accepted per resource name, written by fence_check '
+    'and fence_check_strict.';
+-- Readable by every role (operators); written only through the functions.
+REVOKE ALL ON TABLE fence_ledger FROM PUBLIC;
+GRANT SELECT ON TABLE fence_ledger TO PUBLIC;
+-- pg_dump carries the ledger with the data.
+SELECT pg_catalog.pg_extension_config_dump('fence_ledger', '');
+
+-- Bare C functions: they may raise fenced_lock's own SQLSTATE SF001 (stale fencing token).
+CREATE FUNCTION fence_check_strict(resource text, token bigint) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = @extschema@, pg_temp
+    AS 'MODULE_PATHNAME', 'fence_check_strict';
+
+CREATE FUNCTION enforce_fence() RETURNS trigger
+    LANGUAGE c
+    AS 'MODULE_PATHNAME', 'enforce_fence';

@@ -1,0 +1,70 @@
+//! The fence ledger, for resources outside the database: `fence_ledger` keeps the highest
+//! token accepted per resource name. fence_check accepts a token at least as high as the
+//! stored one (or for a new resource) and stores it, atomically: INSERT ... ON CONFLICT DO
+//! UPDATE locks the row, and a concurrent check re-evaluates against the committed maximum.
+
+use super::spi::{self, SavedPlan};
+use crate::errors::{FencedError, StaleToken};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::cell::Cell;
+
+/// Unqualified: both functions run with search_path set to the extension's schema.
+const ACCEPT: &str = "INSERT INTO fence_ledger AS l (resource, token, updated_at) \
+     VALUES ($1, $2, pg_catalog.now()) ON CONFLICT (resource) DO UPDATE \
+     SET token = excluded.token, updated_at = excluded.updated_at \
+     WHERE l.token <= excluded.token";
+const STORED: &str = "SELECT token FROM fence_ledger WHERE resource = $1";
+
+thread_local! {
+    static PLANS: Cell<Option<(SavedPlan, SavedPlan)>> = const { Cell::new(None) };
+}
+
+/// Stores `token` for `resource` if it is not lower than the stored token; otherwise returns
+/// the stored token.
+fn accept(resource: &str, token: i64) -> Result<(), i64> {
+    spi::connected(|| {
+        let (accept, stored) = PLANS.get().unwrap_or_else(|| {
+            let plans = (
+                spi::prepare(ACCEPT, &[pg_sys::TEXTOID, pg_sys::INT8OID]),
+                spi::prepare(STORED, &[pg_sys::TEXTOID]),
+            );
+            PLANS.set(Some(plans));
+            plans
+        });
+        let resource = resource.into_datum();
+        if accept.execute(&[resource, token.into_datum()]) == 1 {
+            return Ok(());
+        }
+        stored.execute(&[resource]);
+        Err(SavedPlan::first_value().map_or(token, |datum| datum.value() as i64))
+    })
+}
+
+fn required<T>(value: Option<T>, function: &'static str, argument: &'static str) -> T {
+    value.unwrap_or_else(|| FencedError::NullArgument { function, argument }.raise())
+}
+
+/// Records `token` as the highest accepted for `resource` and returns true, or returns false
+/// when a higher token was already accepted.
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(@extschema@, pg_temp)]
+fn fence_check(resource: Option<&str>, token: Option<i64>) -> bool {
+    let resource = required(resource, "fence_check", "resource");
+    accept(resource, required(token, "fence_check", "token")).is_ok()
+}
+
+/// fence_check_strict(resource, token): like fence_check, but a stale token raises SF001.
+pub fn check_strict(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, StaleToken> {
+    let resource: Option<String> = unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 0) };
+    let token: Option<i64> = unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 1) };
+    let resource = required(resource, "fence_check_strict", "resource");
+    let token = required(token, "fence_check_strict", "token");
+    accept(&resource, token)
+        .map(|()| pg_sys::Datum::from(0))
+        .map_err(|accepted| StaleToken {
+            resource: format!("resource \"{resource}\""),
+            accepted,
+            offered: Some(token),
+        })
+}

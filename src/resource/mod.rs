@@ -1,0 +1,127 @@
+//! The resource side of fencing: checking tokens where the data lives.
+//!
+//! - `update`: fenced_update, a conditional UPDATE that refuses stale tokens;
+//! - `trigger`: enforce_fence, a trigger that refuses any UPDATE lowering a fence column;
+//! - `ledger`: fence_check / fence_check_strict, the highest token per named resource.
+
+mod ledger;
+mod spi;
+mod trigger;
+mod update;
+
+use crate::errors::{raise_stale_token, FencedError, StaleToken};
+use pgrx::pg_sys;
+
+pub use update::register_invalidation_callback;
+
+/// A column of the target table, found by name.
+struct Column {
+    attnum: i16,
+    type_oid: pg_sys::Oid,
+    typmod: i32,
+}
+
+/// `schema.table`, quoted as needed: how messages name a relation.
+unsafe fn relation_display_name(relation: pg_sys::Relation) -> String {
+    unsafe {
+        let class = (*relation).rd_rel;
+        let schema = pg_sys::get_namespace_name((*class).relnamespace);
+        let name = pg_sys::quote_qualified_identifier(schema, (*class).relname.data.as_ptr());
+        std::ffi::CStr::from_ptr(name)
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+/// The live (not dropped) column `name` of `relation`, or 42703.
+unsafe fn find_column(relation: pg_sys::Relation, name: &str) -> Column {
+    unsafe {
+        let tupdesc = (*relation).rd_att;
+        let attributes = (*tupdesc).attrs.as_slice((*tupdesc).natts as usize);
+        attributes
+            .iter()
+            .find(|att| !att.attisdropped && name_of(att) == name)
+            .map(|att| Column {
+                attnum: att.attnum,
+                type_oid: att.atttypid,
+                typmod: att.atttypmod,
+            })
+            .unwrap_or_else(|| {
+                FencedError::UndefinedColumn {
+                    table: relation_display_name(relation),
+                    column: name.to_string(),
+                }
+                .raise()
+            })
+    }
+}
+
+fn name_of(attribute: &pg_sys::FormData_pg_attribute) -> &str {
+    unsafe { std::ffi::CStr::from_ptr(attribute.attname.data.as_ptr()) }
+        .to_str()
+        .unwrap_or("")
+}
+
+/// The fence column `name` of `relation`: it must exist and hold integers (42703, 42804).
+unsafe fn find_fence_column(relation: pg_sys::Relation, name: &str) -> Column {
+    let column = unsafe { find_column(relation, name) };
+    if ![pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&column.type_oid) {
+        FencedError::FenceColumnNotInteger {
+            table: unsafe { relation_display_name(relation) },
+            column: name.to_string(),
+            type_name: unsafe {
+                std::ffi::CStr::from_ptr(pg_sys::format_type_be(column.type_oid))
+                    .to_string_lossy()
+                    .into_owned()
+            },
+        }
+        .raise();
+    }
+    column
+}
+
+/// An integer datum of one of the fence column types, widened.
+fn fence_value(datum: pg_sys::Datum, type_oid: pg_sys::Oid) -> i64 {
+    match type_oid {
+        pg_sys::INT2OID => datum.value() as i16 as i64,
+        pg_sys::INT4OID => datum.value() as i32 as i64,
+        _ => datum.value() as i64,
+    }
+}
+
+/// Runs `check` for a bare `extern "C"` entry point that may refuse a stale token with SF001:
+/// errors inside `check` are reported by pgrx as usual; a refusal is raised here, after
+/// `check`'s frames are gone, so the longjmp skips nothing that needs dropping.
+unsafe fn with_stale_token_check(
+    check: impl FnOnce() -> Result<pg_sys::Datum, StaleToken>,
+) -> pg_sys::Datum {
+    match unsafe { pg_sys::panic::pgrx_extern_c_guard(check) } {
+        Ok(datum) => datum,
+        Err(stale) => unsafe { raise_stale_token(stale) },
+    }
+}
+
+/// Declares a bare version-1 C function `$name` whose body may refuse a stale token.
+macro_rules! stale_token_entry {
+    ($name:ident, $finfo:ident, $check:path) => {
+        #[no_mangle]
+        pub extern "C" fn $finfo() -> &'static pg_sys::Pg_finfo_record {
+            const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+            &V1
+        }
+
+        /// # Safety
+        /// Called by PostgreSQL's function manager with a valid `fcinfo`.
+        #[no_mangle]
+        pub unsafe extern "C-unwind" fn $name(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+            unsafe { with_stale_token_check(|| $check(fcinfo)) }
+        }
+    };
+}
+
+stale_token_entry!(enforce_fence, pg_finfo_enforce_fence, trigger::fire);
+stale_token_entry!(
+    fence_check_strict,
+    pg_finfo_fence_check_strict,
+    ledger::check_strict
+);
