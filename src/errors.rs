@@ -246,7 +246,7 @@ impl StaleToken {
 }
 
 /// PostgreSQL's encoding of a five-character SQLSTATE (MAKE_SQLSTATE).
-fn make_sqlstate(code: &[u8; 5]) -> i32 {
+pub(crate) fn make_sqlstate(code: &[u8; 5]) -> i32 {
     code.iter().enumerate().fold(0, |acc, (i, &c)| {
         acc | ((c.wrapping_sub(b'0') as i32 & 0x3f) << (6 * i))
     })

@@ -68,4 +68,18 @@ mod tests {
         );
         assert!(holders_detail(&[]).starts_with("No session holds the key"));
     }
+
+    #[pg_test]
+    fn sqlstates_are_encoded_like_postgres_codes() {
+        // SF001 is raised through this encoding, so it must agree with PostgreSQL's own
+        // (MAKE_SQLSTATE) on codes that PostgreSQL defines, letters included.
+        use crate::errors::make_sqlstate;
+        use pgrx::PgSqlErrorCode::*;
+        assert_eq!(
+            make_sqlstate(b"22004"),
+            ERRCODE_NULL_VALUE_NOT_ALLOWED as i32
+        );
+        assert_eq!(make_sqlstate(b"55P03"), ERRCODE_LOCK_NOT_AVAILABLE as i32);
+        assert_eq!(make_sqlstate(b"XX000"), ERRCODE_INTERNAL_ERROR as i32);
+    }
 }
