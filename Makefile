@@ -42,6 +42,8 @@ lint:
 	cargo fmt --check --manifest-path faults/Cargo.toml
 	cargo clippy --all-targets --features "pg15 pg_test" -- -D warnings
 	cargo clippy --all-targets --manifest-path faults/Cargo.toml --target-dir target/faults -- -D warnings
+	cargo fmt --check --manifest-path examples/leader/Cargo.toml
+	cargo clippy --manifest-path examples/leader/Cargo.toml --target-dir target/faults -- -D warnings
 
 # #[pg_test] unit tests; cargo pgrx runs its own server as `postgres`.
 unit:
@@ -54,6 +56,7 @@ sql-tests: install
 
 # Fault suite: crashes, killed backends, failover, stale holders, dump/restore (faults/).
 faults: install
+	cargo build --manifest-path examples/leader/Cargo.toml --target-dir target/faults
 	cargo test --manifest-path faults/Cargo.toml --target-dir target/faults -- --test-threads=1 --nocapture
 
 # A measurement (README, Guarantees): tokens repeated after failover to an async standby.

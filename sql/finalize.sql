@@ -26,3 +26,36 @@ COMMENT ON FUNCTION fence_check(text, bigint) IS
 
 COMMENT ON FUNCTION fence_check_strict(text, bigint) IS
     'Like fence_check, but a stale token raises SQLSTATE SF001 instead of returning false.';
+
+COMMENT ON FUNCTION acquire_fenced_session(integer, integer) IS
+    'Wait for the session-level advisory lock on (ns, id) (the lock of pg_advisory_lock(ns, id)) '
+    'and return a new fencing token; the lock lasts until release_fenced or the end of the '
+    'session. Re-acquiring a held key returns the same token and does not stack.';
+
+COMMENT ON FUNCTION acquire_fenced_session(integer, integer, interval) IS
+    'Like acquire_fenced_session(ns, id), but wait at most timeout, then raise SQLSTATE 55P03 '
+    'naming the key and its holders.';
+
+COMMENT ON FUNCTION try_acquire_fenced_session(integer, integer) IS
+    'Take the session-level advisory lock on (ns, id) without waiting: a new fencing token, or '
+    'NULL when another session holds the key.';
+
+COMMENT ON FUNCTION become_leader(integer, integer) IS
+    'Try to become the leader for (ns, id) (a session-scoped try-acquire): the term, a fencing '
+    'token larger than every earlier term, or NULL when another session leads.';
+
+COMMENT ON FUNCTION release_fenced(integer, integer) IS
+    'Release this session''s session-scoped fenced lock on (ns, id) and NOTIFY fenced_lock, '
+    '''ns:id''. False, with a WARNING, when this session does not hold it.';
+
+COMMENT ON FUNCTION release_all_fenced() IS
+    'Release every session-scoped fenced lock of this session (with a NOTIFY each); how many.';
+
+COMMENT ON FUNCTION current_fence(integer, integer) IS
+    'The token of the fenced lock this session holds on (ns, id), at either scope, or NULL '
+    'when it holds none (never acquired, released, or rolled back).';
+
+COMMENT ON FUNCTION current_leader(integer, integer) IS
+    'The session holding (ns, id): pid, application_name, client_addr, term and since (term and '
+    'since are NULL until the grants table of a preloaded fenced_lock exists); no row when '
+    'nobody holds it.';

@@ -1,6 +1,7 @@
 //! Every failure fenced_lock reports, and the one mapping from each to its SQLSTATE,
 //! message, DETAIL and HINT. The README's error table mirrors this file.
 
+use crate::grants::Scope;
 use crate::locking::LockKey;
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
@@ -24,6 +25,11 @@ pub enum FencedError {
         holders: Vec<i32>,
     },
     TokenSequenceMissing,
+    /// The key is already held by this backend at the other scope.
+    ScopeConflict {
+        key: LockKey,
+        held: Scope,
+    },
     /// The wait for synchronous standbys to confirm the token's WAL ended without it.
     TokenNotReplicated,
     /// An argument of the resource side has the wrong shape.
@@ -73,6 +79,7 @@ impl FencedError {
             FencedError::LockNotAcquired { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
             FencedError::TokenSequenceMissing => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::TokenNotReplicated => ERRCODE_QUERY_CANCELED,
+            FencedError::ScopeConflict { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::UndefinedColumn { .. } => ERRCODE_UNDEFINED_COLUMN,
             FencedError::FenceColumnNotInteger { .. } => ERRCODE_DATATYPE_MISMATCH,
             FencedError::NotATable { .. } => ERRCODE_WRONG_OBJECT_TYPE,
@@ -104,6 +111,10 @@ impl FencedError {
             FencedError::TokenNotReplicated => {
                 "fencing token not confirmed by the synchronous standby".into()
             }
+            FencedError::ScopeConflict { key, held } => format!(
+                "fenced lock {key} is already held by this session at {} scope",
+                held.name()
+            ),
             FencedError::InvalidArgument { message, .. } => message.clone(),
             FencedError::UndefinedColumn { table, column } => {
                 format!("column \"{column}\" of relation {table} does not exist")
@@ -143,6 +154,9 @@ impl FencedError {
                     .into(),
             ),
             FencedError::LockNotAcquired { holders, .. } => Some(holders_detail(holders)),
+            FencedError::ScopeConflict { .. } => Some(
+                "One key, one grant, one token: it cannot be held at both scopes at once.".into(),
+            ),
             FencedError::TokenNotReplicated => Some(
                 "The wait for synchronous replication was cancelled before the standby confirmed \
                  the token, so a failover could issue it again; it was not returned."
@@ -165,6 +179,13 @@ impl FencedError {
             FencedError::TokenSequenceMissing => "Drop and create the extension fenced_lock again.",
             FencedError::TokenNotReplicated => {
                 "Retry the transaction once the synchronous standby is reachable."
+            }
+            FencedError::ScopeConflict {
+                held: Scope::Session,
+                ..
+            } => "Use the session grant's token (current_fence), or release_fenced it first.",
+            FencedError::ScopeConflict { .. } => {
+                "Use the transaction's grant, or take the session lock after the transaction ends."
             }
             FencedError::InvalidArgument { hint, .. } => return hint.map(String::from),
             FencedError::FenceColumnNotInteger { .. } => {
@@ -205,6 +226,29 @@ pub(crate) fn holders_detail(holders: &[i32]) -> String {
         0 => "No session holds the key any more; it was released as the wait ended.".into(),
         _ => format!("Held by {}.", described.join(", ")),
     }
+}
+
+/// release_fenced of a key this session does not hold at session scope: most often the
+/// release ran on another server connection than the acquire (a transaction-mode pooler).
+pub fn warn_not_held(key: LockKey, held_by_transaction: bool) {
+    let detail = match held_by_transaction {
+        true => {
+            "It is held at transaction scope and ends with its transaction; nothing was released."
+        }
+        false => "Nothing was released.",
+    };
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!("fenced lock {key} is not held by this session"),
+        "fenced_lock",
+    )
+    .set_detail(detail)
+    .set_hint(
+        "Session-scoped locks belong to one server connection. Behind a transaction-mode \
+         connection pooler the release can run on another connection than the acquire; use a \
+         dedicated connection for session locks.",
+    )
+    .report(PgLogLevel::WARNING);
 }
 
 /// A transaction-scoped lock taken in autocommit mode ends with its statement: say so once per

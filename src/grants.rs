@@ -1,7 +1,9 @@
-//! The fenced grants this backend holds in the current transaction: which key was granted
-//! with which token, and in which subtransaction. A re-acquire of a held key returns the
-//! remembered token; a grant rolled back with its savepoint is forgotten, as PostgreSQL
-//! releases its lock.
+//! The fenced grants this backend holds: which key was granted with which token, at which
+//! scope. A re-acquire of a held key returns the remembered token.
+//!
+//! Transaction-scoped grants are forgotten at commit, abort and PREPARE, and with the savepoint
+//! they were taken in when it rolls back, exactly as PostgreSQL releases their locks.
+//! Session-scoped grants last until released or until the session ends.
 
 use crate::locking::LockKey;
 use pgrx::pg_sys;
@@ -9,34 +11,76 @@ use pgrx::prelude::*;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-struct Grant {
+/// How long a fenced lock lasts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Scope {
+    Transaction,
+    Session,
+}
+
+impl Scope {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Transaction => "transaction",
+            Scope::Session => "session",
+        }
+    }
+}
+
+struct TransactionGrant {
     token: i64,
     subxact: pg_sys::SubTransactionId,
 }
 
 #[derive(Default)]
-struct TransactionGrants {
-    held: HashMap<LockKey, Grant>,
+struct Grants {
+    transaction: HashMap<LockKey, TransactionGrant>,
+    session: HashMap<LockKey, i64>,
     warned_outside_block: bool,
 }
 
 thread_local! {
-    static CURRENT: RefCell<TransactionGrants> = RefCell::new(TransactionGrants::default());
+    static GRANTS: RefCell<Grants> = RefCell::new(Grants::default());
 }
 
-/// The token of the grant this transaction holds on `key`, if any.
-pub fn held_token(key: LockKey) -> Option<i64> {
-    CURRENT.with_borrow(|grants| grants.held.get(&key).map(|grant| grant.token))
+/// The scope and token of the grant this backend holds on `key`, if any.
+pub fn held(key: LockKey) -> Option<(Scope, i64)> {
+    GRANTS.with_borrow(|grants| {
+        let transaction = grants
+            .transaction
+            .get(&key)
+            .map(|g| (Scope::Transaction, g.token));
+        transaction.or_else(|| grants.session.get(&key).map(|&t| (Scope::Session, t)))
+    })
 }
 
-pub fn remember(key: LockKey, token: i64) {
-    let subxact = unsafe { pg_sys::GetCurrentSubTransactionId() };
-    CURRENT.with_borrow_mut(|grants| grants.held.insert(key, Grant { token, subxact }));
+pub fn remember(key: LockKey, token: i64, scope: Scope) {
+    GRANTS.with_borrow_mut(|grants| match scope {
+        Scope::Transaction => {
+            let subxact = unsafe { pg_sys::GetCurrentSubTransactionId() };
+            grants
+                .transaction
+                .insert(key, TransactionGrant { token, subxact });
+        }
+        Scope::Session => {
+            grants.session.insert(key, token);
+        }
+    });
+}
+
+/// Forgets the session grant on `key`; its token, if there was one.
+pub fn forget_session(key: LockKey) -> Option<i64> {
+    GRANTS.with_borrow_mut(|grants| grants.session.remove(&key))
+}
+
+/// Forgets every session grant; their keys.
+pub fn forget_all_sessions() -> Vec<LockKey> {
+    GRANTS.with_borrow_mut(|grants| grants.session.drain().map(|(key, _)| key).collect())
 }
 
 /// True the first time it is asked in a transaction, so a warning is given once.
 pub fn first_warning_in_transaction() -> bool {
-    CURRENT.with_borrow_mut(|grants| !std::mem::replace(&mut grants.warned_outside_block, true))
+    GRANTS.with_borrow_mut(|grants| !std::mem::replace(&mut grants.warned_outside_block, true))
 }
 
 pub fn register_transaction_callbacks() {
@@ -62,8 +106,8 @@ unsafe extern "C-unwind" fn on_transaction_end(
             | XACT_EVENT_PARALLEL_ABORT
             | XACT_EVENT_PREPARE
     ) {
-        CURRENT.with_borrow_mut(|grants| {
-            grants.held.clear();
+        GRANTS.with_borrow_mut(|grants| {
+            grants.transaction.clear();
             grants.warned_outside_block = false;
         });
     }
@@ -77,12 +121,12 @@ unsafe extern "C-unwind" fn on_subtransaction_end(
     _arg: *mut core::ffi::c_void,
 ) {
     use pg_sys::SubXactEvent::*;
-    CURRENT.with_borrow_mut(|grants| match event {
+    GRANTS.with_borrow_mut(|grants| match event {
         // PostgreSQL released the locks taken in the aborted subtransaction.
-        SUBXACT_EVENT_ABORT_SUB => grants.held.retain(|_, grant| grant.subxact != subxact),
+        SUBXACT_EVENT_ABORT_SUB => grants.transaction.retain(|_, g| g.subxact != subxact),
         // Locks of a committed subtransaction now belong to its parent.
         SUBXACT_EVENT_COMMIT_SUB => grants
-            .held
+            .transaction
             .values_mut()
             .filter(|grant| grant.subxact == subxact)
             .for_each(|grant| grant.subxact = parent),

@@ -1,6 +1,7 @@
 //! fenced_lock: PostgreSQL advisory locks that hand out fencing tokens.
 //!
-//! One module per concern: `locking` talks to the lock manager and exposes the SQL API,
+//! One module per concern: `locking` talks to the lock manager and holds the
+//! transaction-scoped SQL functions, `leases` the session-scoped ones and leader election,
 //! `tokens` draws from the extension's sequence, `grants` remembers what this backend holds,
 //! `resource` checks tokens where the data lives (fenced_update, enforce_fence, the ledger),
 //! `settings` holds the GUCs, `errors` is the single place where failures become SQLSTATEs.
@@ -9,6 +10,7 @@ use pgrx::prelude::*;
 
 mod errors;
 mod grants;
+mod leases;
 mod locking;
 mod resource;
 mod settings;

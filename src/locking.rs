@@ -1,9 +1,12 @@
-//! Transaction-scoped fenced locks: the advisory lock on (ns, id), taken through the lock
-//! manager exactly as `pg_advisory_xact_lock(ns, id)` takes it, plus a token drawn after the
-//! grant, so that every later grant of any key draws a larger one.
+//! Fenced locks: the advisory lock on (ns, id), taken through the lock manager exactly as
+//! `pg_advisory_xact_lock(ns, id)` (or, at session scope, `pg_advisory_lock(ns, id)`) takes
+//! it, plus a token drawn after the grant, so that every later grant of any key draws a
+//! larger one. This module holds the transaction-scoped SQL functions; `leases` the
+//! session-scoped ones.
 
 use crate::errors::{warn_outside_transaction_block, FencedError};
-use crate::{grants, tokens};
+use crate::grants::{self, Scope};
+use crate::tokens;
 use pgrx::datum::Interval;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -26,7 +29,7 @@ impl fmt::Display for LockKey {
 impl LockKey {
     /// The tag of the two-int4 advisory lock form (objsubid 2 in pg_locks), the one
     /// `pg_advisory_xact_lock(int4, int4)` builds.
-    fn locktag(self) -> pg_sys::LOCKTAG {
+    pub(crate) fn locktag(self) -> pg_sys::LOCKTAG {
         pg_sys::LOCKTAG {
             locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
             locktag_field2: self.ns as u32,
@@ -40,7 +43,7 @@ impl LockKey {
 
 /// How long an acquisition may wait for the key.
 #[derive(Clone, Copy)]
-enum Wait {
+pub(crate) enum Wait {
     /// Until granted, or until lock_timeout, statement_timeout, cancel or a deadlock ends it.
     Unbounded,
     /// Not at all: a busy key is reported as None.
@@ -50,7 +53,7 @@ enum Wait {
 }
 
 impl Wait {
-    fn from_timeout(timeout: Interval) -> Wait {
+    pub(crate) fn from_timeout(timeout: Interval) -> Wait {
         let micros = timeout.as_micros();
         if micros < 0 {
             FencedError::NegativeTimeout.raise();
@@ -64,42 +67,81 @@ impl Wait {
     }
 }
 
-fn required<T>(value: Option<T>, function: &'static str, argument: &'static str) -> T {
+pub(crate) fn required<T>(value: Option<T>, function: &'static str, argument: &'static str) -> T {
     value.unwrap_or_else(|| FencedError::NullArgument { function, argument }.raise())
 }
 
-/// Acquires the transaction-scoped lock on `key` and returns its token, or None when `wait`
-/// is `Never` and another session holds the key.
-fn acquire(
+/// The key (ns, id) from a function's first two arguments, or 22004.
+pub(crate) fn key_of(function: &'static str, ns: Option<i32>, id: Option<i32>) -> LockKey {
+    LockKey {
+        ns: required(ns, function, "ns"),
+        id: required(id, function, "id"),
+    }
+}
+
+/// Acquires the lock on `key` at `scope` and returns its token, or None when `wait` is `Never`
+/// and another session holds the key.
+pub(crate) fn acquire(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
     key: LockKey,
     wait: Wait,
+    scope: Scope,
 ) -> Option<i64> {
     if unsafe { pg_sys::RecoveryInProgress() } {
         FencedError::HotStandby.raise();
     }
-    if !unsafe { pg_sys::IsTransactionBlock() } && grants::first_warning_in_transaction() {
+    if scope == Scope::Transaction
+        && !unsafe { pg_sys::IsTransactionBlock() }
+        && grants::first_warning_in_transaction()
+    {
         warn_outside_transaction_block(function, key);
     }
-    // One grant, one token: a key this transaction holds is not locked or numbered again.
-    if let Some(token) = grants::held_token(key) {
-        return Some(token);
+    // One grant, one token: a key this backend holds is not locked or numbered again.
+    match current_grant(key) {
+        Some((held, token)) if held == scope => return Some(token),
+        Some((held, _)) => FencedError::ScopeConflict { key, held }.raise(),
+        None => {}
     }
-    if !lock(key, wait) {
+    if !lock(key, wait, scope) {
         return None;
     }
-    // Drawn after the grant: a later holder of any key is granted, and so draws, later.
-    let token = tokens::next_token(fcinfo);
-    grants::remember(key, token);
+    // Drawn after the grant: a later holder of any key is granted, and so draws, later. A
+    // session lock outlives the error that could end this (a cancelled durable wait, say),
+    // so it is released again rather than left held without a token.
+    let token = match scope {
+        Scope::Transaction => tokens::next_token(fcinfo),
+        Scope::Session => PgTryBuilder::new(|| tokens::next_token(fcinfo))
+            .catch_others(|error| {
+                unsafe { pg_sys::LockRelease(&key.locktag(), pg_sys::ExclusiveLock as _, true) };
+                error.rethrow()
+            })
+            .execute(),
+    };
+    grants::remember(key, token, scope);
     Some(token)
 }
 
-/// Takes the exclusive transaction-scoped advisory lock; false when `Wait::Never` found it held.
-fn lock(key: LockKey, wait: Wait) -> bool {
+/// The grant this backend holds on `key`: scope and token. Transaction grants follow their
+/// transaction exactly; a session lock can also be dropped behind fenced_lock's back with
+/// `pg_advisory_unlock`, so it is checked against the lock table and forgotten if gone.
+pub(crate) fn current_grant(key: LockKey) -> Option<(Scope, i64)> {
+    let (scope, token) = grants::held(key)?;
+    let lock_gone = scope == Scope::Session
+        && !unsafe { pg_sys::LockHeldByMe(&key.locktag(), pg_sys::ExclusiveLock as _) };
+    if lock_gone {
+        grants::forget_session(key);
+        return None;
+    }
+    Some((scope, token))
+}
+
+/// Takes the exclusive advisory lock at `scope`; false when `Wait::Never` found it held.
+fn lock(key: LockKey, wait: Wait, scope: Scope) -> bool {
     let tag = key.locktag();
+    let session = scope == Scope::Session;
     let lock_acquire = |dont_wait: bool| unsafe {
-        pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as _, false, dont_wait)
+        pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as _, session, dont_wait)
             != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
     };
     match wait {
@@ -171,12 +213,15 @@ fn same_tag(a: &pg_sys::LOCKTAG, b: &pg_sys::LOCKTAG) -> bool {
 /// Waits for the transaction-scoped lock on (ns, id) and returns a new fencing token.
 #[pg_extern(volatile, parallel_unsafe)]
 fn acquire_fenced(ns: Option<i32>, id: Option<i32>, fcinfo: pg_sys::FunctionCallInfo) -> i64 {
-    const NAME: &str = "acquire_fenced";
-    let key = LockKey {
-        ns: required(ns, NAME, "ns"),
-        id: required(id, NAME, "id"),
-    };
-    acquire(fcinfo, NAME, key, Wait::Unbounded).expect("an unbounded wait ends in a grant")
+    let key = key_of("acquire_fenced", ns, id);
+    acquire(
+        fcinfo,
+        "acquire_fenced",
+        key,
+        Wait::Unbounded,
+        Scope::Transaction,
+    )
+    .expect("an unbounded wait ends in a grant")
 }
 
 /// Like acquire_fenced(ns, id), but waits at most `timeout`, then raises 55P03.
@@ -187,13 +232,10 @@ fn acquire_fenced_within(
     timeout: Option<Interval>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> i64 {
-    const NAME: &str = "acquire_fenced";
-    let key = LockKey {
-        ns: required(ns, NAME, "ns"),
-        id: required(id, NAME, "id"),
-    };
-    let wait = Wait::from_timeout(required(timeout, NAME, "timeout"));
-    acquire(fcinfo, NAME, key, wait).expect("a bounded wait ends in a grant or an error")
+    let key = key_of("acquire_fenced", ns, id);
+    let wait = Wait::from_timeout(required(timeout, "acquire_fenced", "timeout"));
+    acquire(fcinfo, "acquire_fenced", key, wait, Scope::Transaction)
+        .expect("a bounded wait ends in a grant or an error")
 }
 
 /// Never waits: the token, or NULL when another session holds the key.
@@ -203,10 +245,12 @@ fn try_acquire_fenced(
     id: Option<i32>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<i64> {
-    const NAME: &str = "try_acquire_fenced";
-    let key = LockKey {
-        ns: required(ns, NAME, "ns"),
-        id: required(id, NAME, "id"),
-    };
-    acquire(fcinfo, NAME, key, Wait::Never)
+    let key = key_of("try_acquire_fenced", ns, id);
+    acquire(
+        fcinfo,
+        "try_acquire_fenced",
+        key,
+        Wait::Never,
+        Scope::Transaction,
+    )
 }

@@ -1,5 +1,5 @@
 //! Continuity across pg_dump / pg_restore: the first token in the restored database is
-//! larger than every token issued before the dump.
+//! larger than every token issued before the dump, and the fence ledger comes along.
 
 use fenced_lock_faults::{report, violations_across_epochs, Server, DATABASE};
 use std::process::Command;
@@ -9,7 +9,7 @@ fn restored_database_continues_above_every_earlier_token() {
     let server = Server::fresh("dump-restore", 54335, &[]);
     server.create_database();
     let mut client = server.connect(DATABASE);
-    let mut before = Vec::new();
+    let mut before: Vec<i64> = Vec::new();
     for key in 0..200 {
         let mut tx = client.transaction().unwrap();
         before.push(
@@ -23,6 +23,13 @@ fn restored_database_continues_above_every_earlier_token() {
             tx.rollback().unwrap();
         }
     }
+
+    let highest: i64 = *before.iter().max().unwrap();
+    let recorded: bool = client
+        .query_one("SELECT fence_check('external-resource', $1)", &[&highest])
+        .unwrap()
+        .get(0);
+    assert!(recorded);
 
     let dump = format!("{}/fenced_faults.dump", server.dir);
     let port = server.port.to_string();
@@ -56,6 +63,16 @@ fn restored_database_continues_above_every_earlier_token() {
         );
         tx.commit().unwrap();
     }
+    // The restored ledger still refuses the tokens it refused before the dump.
+    let stale_refused: bool = !restored_client
+        .query_one(
+            "SELECT fence_check('external-resource', $1)",
+            &[&(highest - 1)],
+        )
+        .unwrap()
+        .get::<_, bool>(0);
+    assert!(stale_refused, "the ledger row was not restored");
+
     let epochs = [before, after];
     let violations = violations_across_epochs(&epochs);
     report("dump/restore", 210, 1, 210, violations);

@@ -1,0 +1,176 @@
+//! Session-scoped fenced leases and leader election. The lock is the session-level advisory
+//! lock (the one `pg_advisory_lock(ns, id)` takes) and lives as long as the session, across
+//! transactions; its token is the leader's term. Holding is a set, not a count: acquiring a
+//! held key returns the same token, and one release frees it.
+
+use crate::errors::warn_not_held;
+use crate::grants::{self, Scope};
+use crate::locking::{acquire, current_grant, key_of, required, LockKey, Wait};
+use pgrx::datum::{Interval, TimestampWithTimeZone};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::ffi::CString;
+
+/// Followers can LISTEN on this channel; the payload of each release is "ns:id".
+const RELEASE_CHANNEL: &core::ffi::CStr = c"fenced_lock";
+
+unsafe extern "C-unwind" {
+    // Exported by PostgreSQL (commands/async.h), not bound by pgrx: NOTIFY without SQL.
+    fn Async_Notify(channel: *const core::ffi::c_char, payload: *const core::ffi::c_char);
+}
+
+/// Releases the session lock on `key` and tells listeners (at commit, as NOTIFY does).
+fn release(key: LockKey) {
+    let payload = CString::new(format!("{}:{}", key.ns, key.id)).expect("digits only");
+    unsafe {
+        pg_sys::LockRelease(&key.locktag(), pg_sys::ExclusiveLock as _, true);
+        pg_sys::ffi::pg_guard_ffi_boundary(|| {
+            Async_Notify(RELEASE_CHANNEL.as_ptr(), payload.as_ptr())
+        });
+    }
+}
+
+/// Waits for the session-level lock on (ns, id) and returns a new token (the same one when
+/// this session already holds it).
+#[pg_extern(volatile, parallel_unsafe)]
+fn acquire_fenced_session(
+    ns: Option<i32>,
+    id: Option<i32>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> i64 {
+    let key = key_of("acquire_fenced_session", ns, id);
+    acquire(
+        fcinfo,
+        "acquire_fenced_session",
+        key,
+        Wait::Unbounded,
+        Scope::Session,
+    )
+    .expect("an unbounded wait ends in a grant")
+}
+
+/// Like acquire_fenced_session(ns, id), but waits at most `timeout`, then raises 55P03.
+#[pg_extern(name = "acquire_fenced_session", volatile, parallel_unsafe)]
+fn acquire_fenced_session_within(
+    ns: Option<i32>,
+    id: Option<i32>,
+    timeout: Option<Interval>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> i64 {
+    let key = key_of("acquire_fenced_session", ns, id);
+    let wait = Wait::from_timeout(required(timeout, "acquire_fenced_session", "timeout"));
+    acquire(fcinfo, "acquire_fenced_session", key, wait, Scope::Session)
+        .expect("a bounded wait ends in a grant or an error")
+}
+
+/// Never waits: the token, or NULL when another session holds the key.
+#[pg_extern(volatile, parallel_unsafe)]
+fn try_acquire_fenced_session(
+    ns: Option<i32>,
+    id: Option<i32>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> Option<i64> {
+    let key = key_of("try_acquire_fenced_session", ns, id);
+    acquire(
+        fcinfo,
+        "try_acquire_fenced_session",
+        key,
+        Wait::Never,
+        Scope::Session,
+    )
+}
+
+/// Try to become the leader for (ns, id): the term (a token), or NULL when another session
+/// leads.
+#[pg_extern(volatile, parallel_unsafe)]
+fn become_leader(
+    ns: Option<i32>,
+    id: Option<i32>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> Option<i64> {
+    let key = key_of("become_leader", ns, id);
+    acquire(fcinfo, "become_leader", key, Wait::Never, Scope::Session)
+}
+
+/// Releases this session's lock on (ns, id): true, or false with a WARNING when this session
+/// does not hold it at session scope.
+#[pg_extern(volatile, parallel_unsafe)]
+fn release_fenced(ns: Option<i32>, id: Option<i32>) -> bool {
+    let key = key_of("release_fenced", ns, id);
+    match current_grant(key) {
+        Some((Scope::Session, _)) => {
+            grants::forget_session(key);
+            release(key);
+            true
+        }
+        held => {
+            warn_not_held(key, held.is_some());
+            false
+        }
+    }
+}
+
+/// Releases every session-scoped fenced lock of this session; how many.
+#[pg_extern(volatile, parallel_unsafe)]
+fn release_all_fenced() -> i32 {
+    let still_held: Vec<LockKey> = grants::forget_all_sessions()
+        .into_iter()
+        .filter(|key| unsafe { pg_sys::LockHeldByMe(&key.locktag(), pg_sys::ExclusiveLock as _) })
+        .collect();
+    still_held.iter().for_each(|&key| release(key));
+    still_held.len() as i32
+}
+
+/// The token this session holds for (ns, id), at either scope, or NULL. Parallel restricted:
+/// a worker process has no grants of its own.
+#[pg_extern(volatile, parallel_restricted)]
+fn current_fence(ns: Option<i32>, id: Option<i32>) -> Option<i64> {
+    current_grant(key_of("current_fence", ns, id)).map(|(_, token)| token)
+}
+
+/// The session holding (ns, id): pid, application_name, client_addr, and (from the grants
+/// table, when fenced_lock is preloaded; NULL otherwise) its term and since when.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile, parallel_restricted)]
+fn current_leader(
+    ns: Option<i32>,
+    id: Option<i32>,
+) -> TableIterator<
+    'static,
+    (
+        name!(pid, i32),
+        name!(application_name, Option<String>),
+        name!(client_addr, Option<pgrx::Inet>),
+        name!(term, Option<i64>),
+        name!(since, Option<TimestampWithTimeZone>),
+    ),
+> {
+    let key = key_of("current_leader", ns, id);
+    let rows = Spi::connect(|client| {
+        client
+            .select(
+                "SELECT l.pid, a.application_name, a.client_addr::text \
+                   FROM pg_catalog.pg_locks l \
+                   LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid \
+                  WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted \
+                    AND l.mode = 'ExclusiveLock' \
+                    AND l.database = (SELECT oid FROM pg_catalog.pg_database \
+                                       WHERE datname = pg_catalog.current_database()) \
+                    AND l.classid = $1::pg_catalog.oid AND l.objid = $2::pg_catalog.oid",
+                None,
+                &[(key.ns as u32 as i64).into(), (key.id as u32 as i64).into()],
+            )?
+            .map(|row| {
+                Ok((
+                    row.get::<i32>(1)?.unwrap_or_default(),
+                    row.get::<String>(2)?,
+                    row.get::<String>(3)?.map(pgrx::Inet),
+                    None,
+                    None,
+                ))
+            })
+            .collect::<Result<Vec<_>, pgrx::spi::Error>>()
+    })
+    .unwrap_or_else(|error| panic!("reading pg_locks failed: {error}"));
+    TableIterator::new(rows)
+}
