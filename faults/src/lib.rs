@@ -33,8 +33,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// A fresh server (its directory is wiped first) with `settings` as `name=value`.
-    pub fn fresh(name: &str, port: u16, settings: &[&str]) -> Server {
+    /// A server `name` whose directory was stopped and wiped, not yet started.
+    fn wiped(name: &str, port: u16, settings: &[&str]) -> Server {
         let dir = repo_root().join("build/faults").join(name);
         let server = Server {
             dir: dir.to_string_lossy().into_owned(),
@@ -43,20 +43,19 @@ impl Server {
         };
         pg_sh(&["stop", &server.dir]);
         let _ = std::fs::remove_dir_all(&dir);
+        server
+    }
+
+    /// A fresh server (its directory is wiped first) with `settings` as `name=value`.
+    pub fn fresh(name: &str, port: u16, settings: &[&str]) -> Server {
+        let server = Server::wiped(name, port, settings);
         server.start();
         server
     }
 
     /// A hot standby streaming from `primary`, with `settings`.
     pub fn standby_of(primary: &Server, name: &str, port: u16, settings: &[&str]) -> Server {
-        let dir = repo_root().join("build/faults").join(name);
-        let server = Server {
-            dir: dir.to_string_lossy().into_owned(),
-            port,
-            settings: settings.iter().map(|s| s.to_string()).collect(),
-        };
-        pg_sh(&["stop", &server.dir]);
-        let _ = std::fs::remove_dir_all(&dir);
+        let server = Server::wiped(name, port, settings);
         let mut args = vec![
             "standby".to_string(),
             server.dir.clone(),
@@ -280,4 +279,103 @@ pub fn report(test: &str, operations: u64, faults: u64, tokens: usize, violation
         "{test}: operations={operations} faults={faults} tokens_checked={tokens} \
          violations={violations}"
     );
+}
+
+/// The WAL writer would flush (and so ship) WAL within 200 ms; a 10 s delay keeps unflushed
+/// sequence WAL around for the whole storm.
+pub const SLOW_WAL_WRITER: &str = "wal_writer_delay=10000";
+
+/// Makes every standby of `primary` synchronous and waits until one is in sync.
+fn make_synchronous(primary: &Server) {
+    let mut client = primary.connect("postgres");
+    // One statement per call: ALTER SYSTEM refuses to run in a (multi-statement) block.
+    for statement in [
+        "ALTER SYSTEM SET synchronous_standby_names = '*'",
+        "ALTER SYSTEM SET synchronous_commit = 'on'",
+        "SELECT pg_reload_conf()",
+    ] {
+        client.batch_execute(statement).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let in_sync: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if in_sync == 1 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "standby did not become synchronous"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// How a failover run went.
+pub struct FailoverRun {
+    pub operations: u64,
+    pub tokens: usize,
+    pub violations: usize,
+}
+
+/// `failovers` times: a standby is made from the primary (synchronous or not), a storm runs
+/// on the primary, the primary is killed, the standby promoted; then one more storm on the
+/// last primary. Every other storm rolls all its grants back (the longest-unflushed case);
+/// `rollback_only` makes them all do so. Servers are named `{name}-N`, alternating `ports`.
+pub fn failovers_during_storms(
+    name: &str,
+    ports: [u16; 2],
+    failovers: usize,
+    settings: &[&str],
+    synchronous: bool,
+    rollback_only: bool,
+) -> FailoverRun {
+    let mut primary = Server::fresh(&format!("{name}-0"), ports[0], settings);
+    primary.create_database();
+    let mut epochs = Vec::new();
+    let mut operations = 0;
+    for failover in 0..=failovers {
+        let standby = (failover < failovers).then(|| {
+            let standby_name = format!("{name}-{}", failover + 1);
+            let standby =
+                Server::standby_of(&primary, &standby_name, ports[(failover + 1) % 2], settings);
+            if synchronous {
+                make_synchronous(&primary);
+            }
+            standby
+        });
+        let fates = match rollback_only || failover % 2 == 1 {
+            true => Fates::RollbackOnly,
+            false => Fates::Mixed,
+        };
+        let storm = Storm::start(&primary, 4, failover as u64, fates);
+        thread::sleep(Duration::from_millis(500));
+        let Some(standby) = standby else {
+            let result = storm.finish();
+            operations += result.operations;
+            epochs.push(result.tokens);
+            break;
+        };
+        primary.crash();
+        let result = storm.finish();
+        assert!(!result.tokens.is_empty(), "failover {failover}: no tokens");
+        operations += result.operations;
+        epochs.push(result.tokens);
+        standby.promote();
+        standby.wait_writable();
+        // The old primary is gone for good; its directory is reused two failovers later.
+        drop(std::mem::replace(&mut primary, standby));
+    }
+    // The promoted server still serves the data: the extension is there.
+    primary.connect(DATABASE).batch_execute("SELECT 1").unwrap();
+    FailoverRun {
+        operations,
+        tokens: epochs.iter().map(Vec::len).sum(),
+        violations: violations_across_epochs(&epochs),
+    }
 }

@@ -1,15 +1,14 @@
 //! Crashes during a storm of acquisitions: tokens received before a crash are all smaller
 //! than every token received after the restart, and no token is ever seen twice.
 
-use fenced_lock_faults::{report, violations_across_epochs, Fates, Lcg, Server, Storm};
+use fenced_lock_faults::{
+    report, violations_across_epochs, Fates, Lcg, Server, Storm, SLOW_WAL_WRITER,
+};
 use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
 const CLIENTS: usize = 4;
-/// The WAL writer would flush unflushed WAL within 200 ms; a 10 s delay keeps the window
-/// that durable tokens must close open for the whole storm.
-const SLOW_WAL_WRITER: &str = "wal_writer_delay=10000";
 
 /// Runs `cycles` storms, each ended by `fault`, then one more storm after the last fault.
 /// Odd cycles roll every grant back (the longest-unflushed case), even cycles mix fates;
