@@ -59,3 +59,27 @@ COMMENT ON FUNCTION current_leader(integer, integer) IS
     'The session holding (ns, id): pid, application_name, client_addr, term and since (term and '
     'since are NULL until the grants table of a preloaded fenced_lock exists); no row when '
     'nobody holds it.';
+
+COMMENT ON FUNCTION fenced_key(text) IS
+    'The int4 a text key stands for in a fenced lock key: 32-bit FNV-1a of its UTF-8 bytes, read '
+    'as a signed int4. Stable across platforms and versions; a collision only makes two keys '
+    'contend, it never lets two holders in.';
+
+COMMENT ON FUNCTION register_namespace(text, integer, text) IS
+    'Register a namespace name for the first int4 of fenced lock keys and return its id (the '
+    'lowest free positive id when ns is NULL). Same name and id again: no-op. A name or id taken '
+    'by another entry: SQLSTATE 23505.';
+
+COMMENT ON FUNCTION acquire_fenced(text, text) IS
+    'acquire_fenced(ns, id) for the key (registered id of namespace, fenced_key(key)).';
+
+COMMENT ON FUNCTION acquire_fenced(text, text, interval) IS
+    'acquire_fenced(ns, id, timeout) for the key (registered id of namespace, fenced_key(key)).';
+
+COMMENT ON FUNCTION try_acquire_fenced(text, text) IS
+    'try_acquire_fenced(ns, id) for the key (registered id of namespace, fenced_key(key)).';
+
+COMMENT ON FUNCTION force_release(integer, integer) IS
+    'Terminate the other backends holding (ns, id), the only way to free another session''s '
+    'lock, and return how many. Needs the rights of pg_terminate_backend. The next holder gets '
+    'a larger token, so the terminated holder''s late writes are refused at fenced resources.';

@@ -61,6 +61,18 @@ pub enum FencedError {
         column: String,
         message: String,
     },
+    /// A namespace name that is not registered.
+    UnknownNamespace {
+        name: String,
+    },
+    /// register_namespace: the name or the id belongs to another entry.
+    NamespaceTaken {
+        message: String,
+    },
+    /// force_release asked to terminate the caller's own backend.
+    ForceReleaseOwnLock {
+        key: LockKey,
+    },
     /// enforce_fence attached or called the wrong way.
     TriggerMisuse {
         message: String,
@@ -86,6 +98,9 @@ impl FencedError {
             FencedError::NoSuchRow { .. } => ERRCODE_NO_DATA_FOUND,
             FencedError::ValueDoesNotFit { code, .. } => *code,
             FencedError::TriggerMisuse { .. } => ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
+            FencedError::UnknownNamespace { .. } => ERRCODE_UNDEFINED_OBJECT,
+            FencedError::NamespaceTaken { .. } => ERRCODE_UNIQUE_VIOLATION,
+            FencedError::ForceReleaseOwnLock { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
         }
     }
 
@@ -140,6 +155,13 @@ impl FencedError {
                 ..
             } => format!("value for column \"{column}\" of relation {table}: {message}"),
             FencedError::TriggerMisuse { message } => message.clone(),
+            FencedError::UnknownNamespace { name } => {
+                format!("fenced lock namespace \"{name}\" is not registered")
+            }
+            FencedError::NamespaceTaken { message } => message.clone(),
+            FencedError::ForceReleaseOwnLock { key } => {
+                format!("force_release: this session holds fenced lock {key} itself")
+            }
         }
     }
 
@@ -190,6 +212,13 @@ impl FencedError {
             FencedError::InvalidArgument { hint, .. } => return hint.map(String::from),
             FencedError::FenceColumnNotInteger { .. } => {
                 "The fence column must be smallint, integer or bigint."
+            }
+            FencedError::UnknownNamespace { .. } => {
+                "Register it first: SELECT register_namespace('name');"
+            }
+            FencedError::ForceReleaseOwnLock { .. } => {
+                "Release it with release_fenced, or end the transaction; force_release \
+                 terminates other sessions only."
             }
             FencedError::TriggerMisuse { .. } => {
                 "Use CREATE TRIGGER ... BEFORE UPDATE ON t FOR EACH ROW EXECUTE FUNCTION \

@@ -4,14 +4,17 @@
 //! transaction-scoped SQL functions, `leases` the session-scoped ones and leader election,
 //! `tokens` draws from the extension's sequence, `grants` remembers what this backend holds,
 //! `resource` checks tokens where the data lives (fenced_update, enforce_fence, the ledger),
+//! `namespaces` names keys (registry, fenced_key), `inspection` serves operators,
 //! `settings` holds the GUCs, `errors` is the single place where failures become SQLSTATEs.
 
 use pgrx::prelude::*;
 
 mod errors;
 mod grants;
+mod inspection;
 mod leases;
 mod locking;
+mod namespaces;
 mod resource;
 mod settings;
 mod tokens;
@@ -20,6 +23,7 @@ mod tokens;
 
 pgrx::extension_sql_file!("../sql/bootstrap.sql", bootstrap);
 pgrx::extension_sql_file!("../sql/resource.sql", name = "resource");
+pgrx::extension_sql_file!("../sql/inspection.sql", name = "inspection");
 pgrx::extension_sql_file!("../sql/finalize.sql", finalize);
 
 #[pg_guard]
@@ -28,6 +32,7 @@ pub extern "C-unwind" fn _PG_init() {
     grants::register_transaction_callbacks();
     tokens::register_invalidation_callback();
     resource::register_invalidation_callback();
+    namespaces::register_invalidation_callback();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -6,7 +6,7 @@
 
 use crate::errors::{warn_outside_transaction_block, FencedError};
 use crate::grants::{self, Scope};
-use crate::tokens;
+use crate::{namespaces, tokens};
 use pgrx::datum::Interval;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -76,6 +76,21 @@ pub(crate) fn key_of(function: &'static str, ns: Option<i32>, id: Option<i32>) -
     LockKey {
         ns: required(ns, function, "ns"),
         id: required(id, function, "id"),
+    }
+}
+
+/// The key a (namespace name, text key) pair stands for: (registered ns, fenced_key(key)).
+fn named_key_of(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &'static str,
+    namespace: Option<&str>,
+    key: Option<&str>,
+) -> LockKey {
+    let namespace = required(namespace, function, "namespace");
+    let key = required(key, function, "key");
+    LockKey {
+        ns: namespaces::namespace_id(fcinfo, namespace),
+        id: namespaces::fnv1a_32(key.as_bytes()),
     }
 }
 
@@ -246,6 +261,55 @@ fn try_acquire_fenced(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<i64> {
     let key = key_of("try_acquire_fenced", ns, id);
+    acquire(
+        fcinfo,
+        "try_acquire_fenced",
+        key,
+        Wait::Never,
+        Scope::Transaction,
+    )
+}
+
+/// acquire_fenced(namespace, key): the key is (registered id of namespace, fenced_key(key)).
+#[pg_extern(name = "acquire_fenced", volatile, parallel_unsafe)]
+fn acquire_fenced_named(
+    namespace: Option<&str>,
+    key: Option<&str>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> i64 {
+    let key = named_key_of(fcinfo, "acquire_fenced", namespace, key);
+    acquire(
+        fcinfo,
+        "acquire_fenced",
+        key,
+        Wait::Unbounded,
+        Scope::Transaction,
+    )
+    .expect("an unbounded wait ends in a grant")
+}
+
+/// acquire_fenced(namespace, key, timeout).
+#[pg_extern(name = "acquire_fenced", volatile, parallel_unsafe)]
+fn acquire_fenced_named_within(
+    namespace: Option<&str>,
+    key: Option<&str>,
+    timeout: Option<Interval>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> i64 {
+    let key = named_key_of(fcinfo, "acquire_fenced", namespace, key);
+    let wait = Wait::from_timeout(required(timeout, "acquire_fenced", "timeout"));
+    acquire(fcinfo, "acquire_fenced", key, wait, Scope::Transaction)
+        .expect("a bounded wait ends in a grant or an error")
+}
+
+/// try_acquire_fenced(namespace, key).
+#[pg_extern(name = "try_acquire_fenced", volatile, parallel_unsafe)]
+fn try_acquire_fenced_named(
+    namespace: Option<&str>,
+    key: Option<&str>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> Option<i64> {
+    let key = named_key_of(fcinfo, "try_acquire_fenced", namespace, key);
     acquire(
         fcinfo,
         "try_acquire_fenced",

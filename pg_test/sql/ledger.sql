@@ -33,6 +33,8 @@ RESET ROLE;
 DROP ROLE fenced_operator;
 
 -- pg_dump carries the ledger's rows.
-SELECT pg_catalog.array_to_string(extconfig::regclass[], ', ') AS dumped_with_data
-  FROM pg_catalog.pg_extension WHERE extname = 'fenced_lock';
+SELECT pg_catalog.string_agg(config::regclass::text, ', ' ORDER BY config::regclass::text)
+       AS dumped_with_data
+  FROM pg_catalog.pg_extension, pg_catalog.unnest(extconfig) AS config
+ WHERE extname = 'fenced_lock';
 DELETE FROM fence_ledger;
