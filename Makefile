@@ -18,12 +18,13 @@ install: setup
 	cargo pgrx install --release --pg-config $(PG_CONFIG)
 
 run: install
-	scripts/pg.sh start $(RUN_DIR) $(RUN_PORT)
+	scripts/pg.sh start $(RUN_DIR) $(RUN_PORT) -c shared_preload_libraries=fenced_lock
 	psql "postgresql://postgres@127.0.0.1:$(RUN_PORT)/postgres" -qXAt \
 	    -c "SELECT 1 FROM pg_database WHERE datname = 'fenced_lock'" | grep -q 1 || \
 	    psql "postgresql://postgres@127.0.0.1:$(RUN_PORT)/postgres" -qX -c "CREATE DATABASE fenced_lock"
 	psql "$(RUN_URL)" -qX -c "SET client_min_messages = warning" \
-	    -c "CREATE EXTENSION IF NOT EXISTS fenced_lock" -c "ALTER EXTENSION fenced_lock UPDATE"
+	    -c "CREATE EXTENSION IF NOT EXISTS fenced_lock" -c "ALTER EXTENSION fenced_lock UPDATE" \
+	    -c "SELECT register_namespace('demo', 1001, 'make run demo')" >/dev/null
 	scripts/demo.sh "$(RUN_URL)"
 	@echo
 	@echo "The server is running. Connect with:  make psql   (or: psql $(RUN_URL))"

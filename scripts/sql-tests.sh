@@ -26,7 +26,10 @@ mkdir -p "$ROOT"
 # lets sync_replication.sql cancel a token's wait; commits do not wait (synchronous_commit).
 SETTINGS=(-c max_locks_per_transaction=32 -c max_connections=30 -c max_prepared_transactions=2
     -c synchronous_standby_names=nobody -c synchronous_commit=local)
-scripts/pg.sh start "$PRIMARY" "$PORT" "${SETTINGS[@]}"
+# The primary preloads fenced_lock (grants table, 64 entries so the overflow case is cheap to
+# reach); the standby does not, which the standby suite uses to check the fallback.
+scripts/pg.sh start "$PRIMARY" "$PORT" "${SETTINGS[@]}" \
+    -c shared_preload_libraries=fenced_lock -c fenced_lock.max_grants=64
 
 connection=(--host=127.0.0.1 --port="$PORT" --user=postgres)
 status=0

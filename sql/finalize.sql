@@ -1,3 +1,75 @@
+-- Objects built on the functions above, then a comment on every function.
+
+-- One row per two-int4 advisory lock in this database, held or awaited, with its fenced grant
+-- (token, scope, since) when fenced_lock is preloaded, its namespace's name, and the session.
+CREATE VIEW fenced_locks AS
+SELECT k.ns,
+       n.name AS namespace,
+       k.id,
+       l.pid,
+       l.granted,
+       g.token,
+       g.scope,
+       g.acquired_at,
+       l.waitstart AS wait_started,
+       CASE WHEN NOT l.granted THEN pg_catalog.clock_timestamp() - l.waitstart END AS waiting,
+       CASE WHEN NOT l.granted THEN pg_catalog.pg_blocking_pids(l.pid) END AS blocked_by,
+       a.application_name,
+       a.usename,
+       a.client_addr,
+       a.state,
+       a.xact_start,
+       a.state_change,
+       a.query
+  FROM pg_catalog.pg_locks l
+  -- pg_locks shows the keys as unsigned OIDs; show them as the int4 the caller passed.
+  CROSS JOIN LATERAL (
+      SELECT ((l.classid::int8 + 2147483648) % 4294967296 - 2147483648)::int4 AS ns,
+             ((l.objid::int8 + 2147483648) % 4294967296 - 2147483648)::int4 AS id
+  ) k
+  LEFT JOIN @extschema@.fenced_lock_grants() g
+         ON l.granted AND g.pid = l.pid AND g.ns = k.ns AND g.id = k.id
+  LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = k.ns
+  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+ WHERE l.locktype = 'advisory' AND l.objsubid = 2
+   AND l.database = (SELECT oid FROM pg_catalog.pg_database
+                      WHERE datname = pg_catalog.current_database());
+
+-- Readable by every role, like pg_locks (pg_stat_activity hides other users' queries itself).
+GRANT SELECT ON fenced_locks TO PUBLIC;
+
+COMMENT ON VIEW fenced_locks IS
+    'fenced_lock: every two-int4 advisory lock of this database, held or awaited: key (signed), '
+    'namespace name, holder or waiter, token/scope/acquired_at (when preloaded), wait time, '
+    'blockers, and the session.';
+
+CREATE FUNCTION fenced_lock_holder(ns int4, id int4) RETURNS SETOF @extschema@.fenced_locks
+    LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- The same message and SQLSTATE as every other fenced_lock function (errors.rs).
+    IF ns IS NULL OR id IS NULL THEN
+        RAISE EXCEPTION 'fenced_lock_holder: argument "%" must not be NULL',
+                        CASE WHEN ns IS NULL THEN 'ns' ELSE 'id' END
+              USING ERRCODE = 'null_value_not_allowed',
+                    DETAIL = 'Every argument of a fenced_lock function is required.';
+    END IF;
+    RETURN QUERY SELECT * FROM @extschema@.fenced_locks f
+                  WHERE f.granted AND f.ns = fenced_lock_holder.ns AND f.id = fenced_lock_holder.id;
+END
+$$;
+
+COMMENT ON FUNCTION fenced_lock_holder(integer, integer) IS
+    'The fenced_locks row of the session holding (ns, id), or no row: for scripts.';
+
+COMMENT ON FUNCTION fenced_lock_grants() IS
+    'The live fenced grants of this database (pid, ns, id, token, scope, acquired_at) from the '
+    'shared grants table; empty unless fenced_lock is in shared_preload_libraries.';
+
+COMMENT ON FUNCTION fenced_lock_grants_available() IS
+    'Whether this server keeps the shared grants table (fenced_lock is preloaded).';
+
 COMMENT ON FUNCTION acquire_fenced(integer, integer) IS
     'Wait for the transaction-scoped advisory lock on (ns, id) (the lock of '
     'pg_advisory_xact_lock(ns, id)) and return a new fencing token, larger than every token '

@@ -6,6 +6,7 @@
 //! Session-scoped grants last until released or until the session ends.
 
 use crate::locking::LockKey;
+use crate::shared_grants;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::RefCell;
@@ -30,12 +31,19 @@ impl Scope {
 struct TransactionGrant {
     token: i64,
     subxact: pg_sys::SubTransactionId,
+    /// Where the grant is published in the shared grants table, if it is.
+    slot: Option<u32>,
+}
+
+struct SessionGrant {
+    token: i64,
+    slot: Option<u32>,
 }
 
 #[derive(Default)]
 struct Grants {
     transaction: HashMap<LockKey, TransactionGrant>,
-    session: HashMap<LockKey, i64>,
+    session: HashMap<LockKey, SessionGrant>,
     warned_outside_block: bool,
 }
 
@@ -50,32 +58,56 @@ pub fn held(key: LockKey) -> Option<(Scope, i64)> {
             .transaction
             .get(&key)
             .map(|g| (Scope::Transaction, g.token));
-        transaction.or_else(|| grants.session.get(&key).map(|&t| (Scope::Session, t)))
+        transaction.or_else(|| grants.session.get(&key).map(|g| (Scope::Session, g.token)))
     })
 }
 
 pub fn remember(key: LockKey, token: i64, scope: Scope) {
+    let slot = shared_grants::publish(key, token, scope);
     GRANTS.with_borrow_mut(|grants| match scope {
         Scope::Transaction => {
             let subxact = unsafe { pg_sys::GetCurrentSubTransactionId() };
-            grants
-                .transaction
-                .insert(key, TransactionGrant { token, subxact });
+            let grant = TransactionGrant {
+                token,
+                subxact,
+                slot,
+            };
+            grants.transaction.insert(key, grant);
         }
         Scope::Session => {
-            grants.session.insert(key, token);
+            grants.session.insert(key, SessionGrant { token, slot });
         }
     });
 }
 
 /// Forgets the session grant on `key`; its token, if there was one.
 pub fn forget_session(key: LockKey) -> Option<i64> {
-    GRANTS.with_borrow_mut(|grants| grants.session.remove(&key))
+    let grant = GRANTS.with_borrow_mut(|grants| grants.session.remove(&key))?;
+    shared_grants::withdraw(grant.slot);
+    Some(grant.token)
 }
 
 /// Forgets every session grant; their keys.
 pub fn forget_all_sessions() -> Vec<LockKey> {
-    GRANTS.with_borrow_mut(|grants| grants.session.drain().map(|(key, _)| key).collect())
+    let forgotten: Vec<(LockKey, Option<u32>)> = GRANTS.with_borrow_mut(|grants| {
+        grants
+            .session
+            .drain()
+            .map(|(key, grant)| (key, grant.slot))
+            .collect()
+    });
+    shared_grants::withdraw(forgotten.iter().filter_map(|(_, slot)| *slot));
+    forgotten.into_iter().map(|(key, _)| key).collect()
+}
+
+/// Every slot this backend has published, for its exit.
+pub fn published_slots() -> Vec<u32> {
+    GRANTS.with_borrow(|grants| {
+        let transaction = grants.transaction.values().filter_map(|g| g.slot);
+        transaction
+            .chain(grants.session.values().filter_map(|g| g.slot))
+            .collect()
+    })
 }
 
 /// True the first time it is asked in a transaction, so a warning is given once.
@@ -106,10 +138,15 @@ unsafe extern "C-unwind" fn on_transaction_end(
             | XACT_EVENT_PARALLEL_ABORT
             | XACT_EVENT_PREPARE
     ) {
-        GRANTS.with_borrow_mut(|grants| {
-            grants.transaction.clear();
+        let ended: Vec<u32> = GRANTS.with_borrow_mut(|grants| {
             grants.warned_outside_block = false;
+            grants
+                .transaction
+                .drain()
+                .filter_map(|(_, g)| g.slot)
+                .collect()
         });
+        shared_grants::withdraw(ended);
     }
 }
 
@@ -121,15 +158,29 @@ unsafe extern "C-unwind" fn on_subtransaction_end(
     _arg: *mut core::ffi::c_void,
 ) {
     use pg_sys::SubXactEvent::*;
-    GRANTS.with_borrow_mut(|grants| match event {
+    let ended: Vec<u32> = GRANTS.with_borrow_mut(|grants| match event {
         // PostgreSQL released the locks taken in the aborted subtransaction.
-        SUBXACT_EVENT_ABORT_SUB => grants.transaction.retain(|_, g| g.subxact != subxact),
+        SUBXACT_EVENT_ABORT_SUB => {
+            let mut ended = Vec::new();
+            grants.transaction.retain(|_, grant| {
+                let keep = grant.subxact != subxact;
+                if !keep {
+                    ended.extend(grant.slot);
+                }
+                keep
+            });
+            ended
+        }
         // Locks of a committed subtransaction now belong to its parent.
-        SUBXACT_EVENT_COMMIT_SUB => grants
-            .transaction
-            .values_mut()
-            .filter(|grant| grant.subxact == subxact)
-            .for_each(|grant| grant.subxact = parent),
-        _ => {}
+        SUBXACT_EVENT_COMMIT_SUB => {
+            grants
+                .transaction
+                .values_mut()
+                .filter(|grant| grant.subxact == subxact)
+                .for_each(|grant| grant.subxact = parent);
+            Vec::new()
+        }
+        _ => Vec::new(),
     });
+    shared_grants::withdraw(ended);
 }

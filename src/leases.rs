@@ -135,6 +135,7 @@ fn current_fence(ns: Option<i32>, id: Option<i32>) -> Option<i64> {
 fn current_leader(
     ns: Option<i32>,
     id: Option<i32>,
+    fcinfo: pg_sys::FunctionCallInfo,
 ) -> TableIterator<
     'static,
     (
@@ -146,31 +147,28 @@ fn current_leader(
     ),
 > {
     let key = key_of("current_leader", ns, id);
+    let view = crate::namespaces::qualified(fcinfo, c"fenced_locks");
     let rows = Spi::connect(|client| {
         client
             .select(
-                "SELECT l.pid, a.application_name, a.client_addr::text \
-                   FROM pg_catalog.pg_locks l \
-                   LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid \
-                  WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted \
-                    AND l.mode = 'ExclusiveLock' \
-                    AND l.database = (SELECT oid FROM pg_catalog.pg_database \
-                                       WHERE datname = pg_catalog.current_database()) \
-                    AND l.classid = $1::pg_catalog.oid AND l.objid = $2::pg_catalog.oid",
+                &format!(
+                    "SELECT pid, application_name, client_addr::text, token, acquired_at \
+                       FROM {view} WHERE ns = $1 AND id = $2 AND granted"
+                ),
                 None,
-                &[(key.ns as u32 as i64).into(), (key.id as u32 as i64).into()],
+                &[key.ns.into(), key.id.into()],
             )?
             .map(|row| {
                 Ok((
                     row.get::<i32>(1)?.unwrap_or_default(),
                     row.get::<String>(2)?,
                     row.get::<String>(3)?.map(pgrx::Inet),
-                    None,
-                    None,
+                    row.get::<i64>(4)?,
+                    row.get::<TimestampWithTimeZone>(5)?,
                 ))
             })
             .collect::<Result<Vec<_>, pgrx::spi::Error>>()
     })
-    .unwrap_or_else(|error| panic!("reading pg_locks failed: {error}"));
+    .unwrap_or_else(|error| panic!("reading fenced_locks failed: {error}"));
     TableIterator::new(rows)
 }

@@ -5,8 +5,10 @@
 //! `tokens` draws from the extension's sequence, `grants` remembers what this backend holds,
 //! `resource` checks tokens where the data lives (fenced_update, enforce_fence, the ledger),
 //! `namespaces` names keys (registry, fenced_key), `inspection` serves operators,
+//! `shared_grants` publishes live grants in shared memory when preloaded,
 //! `settings` holds the GUCs, `errors` is the single place where failures become SQLSTATEs.
 
+use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 mod errors;
@@ -17,6 +19,7 @@ mod locking;
 mod namespaces;
 mod resource;
 mod settings;
+mod shared_grants;
 mod tokens;
 
 ::pgrx::pg_module_magic!(name, version);
@@ -29,6 +32,9 @@ pgrx::extension_sql_file!("../sql/finalize.sql", finalize);
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     settings::define();
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        shared_grants::install_hooks();
+    }
     grants::register_transaction_callbacks();
     tokens::register_invalidation_callback();
     resource::register_invalidation_callback();
@@ -45,6 +51,6 @@ pub mod pg_test {
 
     #[must_use]
     pub fn postgresql_conf_options() -> Vec<&'static str> {
-        vec![]
+        vec!["shared_preload_libraries = 'fenced_lock'"]
     }
 }

@@ -103,12 +103,13 @@ unsafe extern "C-unwind" fn on_relcache_invalidation(_arg: pg_sys::Datum, relid:
     }
 }
 
-/// `schema.fenced_namespaces`, quoted, for SQL run by the registry's own functions.
-fn qualified_table(fcinfo: pg_sys::FunctionCallInfo) -> String {
+/// `schema.name` for an object of the extension, quoted, for SQL that fenced_lock's own
+/// functions run: the schema is that of the calling function, never found via search_path.
+pub fn qualified(fcinfo: pg_sys::FunctionCallInfo, name: &core::ffi::CStr) -> String {
     unsafe {
-        let schema =
-            pg_sys::get_namespace_name(pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid));
-        let name = pg_sys::quote_qualified_identifier(schema, TABLE_NAME.as_ptr());
+        let function = (*(*fcinfo).flinfo).fn_oid;
+        let schema = pg_sys::get_namespace_name(pg_sys::get_func_namespace(function));
+        let name = pg_sys::quote_qualified_identifier(schema, name.as_ptr());
         std::ffi::CStr::from_ptr(name)
             .to_string_lossy()
             .into_owned()
@@ -140,7 +141,7 @@ fn register_namespace(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> i32 {
     let name = required(name, "register_namespace", "name");
-    let table = qualified_table(fcinfo);
+    let table = qualified(fcinfo, TABLE_NAME);
     Spi::connect_mut(|client| {
         let by_name: Option<i32> = scalar(
             client,

@@ -1,11 +1,15 @@
 //! fenced_lock's settings (GUCs), all in one place.
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::pg_sys;
 
 /// Flush (and, with synchronous replication, replicate) the WAL behind every token before
 /// returning it. Superuser-only: a token issued without it can be issued again after a crash,
 /// to any session, so one session's choice would weaken every other session's tokens.
 pub static DURABLE_TOKENS: GucSetting<bool> = GucSetting::<bool>::new(true);
+
+/// Capacity of the shared grants table (only when fenced_lock is preloaded).
+pub static MAX_GRANTS: GucSetting<i32> = GucSetting::<i32>::new(16384);
 
 pub fn define() {
     GucRegistry::define_bool_guc(
@@ -19,13 +23,29 @@ pub fn define() {
         GucContext::Suset,
         GucFlags::default(),
     );
+    // A postmaster-level setting can only be created while the postmaster loads the library;
+    // loaded later (not preloaded), there is no grants table for it to size anyway.
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        GucRegistry::define_int_guc(
+            c"fenced_lock.max_grants",
+            c"Live fenced grants the shared grants table can show (needs preloading).",
+            c"The fenced_locks view shows token, scope and acquired_at for up to this many \
+              grants at once; beyond it, acquisition still succeeds and the view shows those \
+              columns as NULL. Each entry takes 48 bytes of shared memory.",
+            &MAX_GRANTS,
+            0,
+            10_000_000,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
+    }
     // Report misspelt fenced_lock.* settings instead of keeping them as placeholders.
     #[cfg(any(feature = "pg13", feature = "pg14"))]
     unsafe {
-        pgrx::pg_sys::EmitWarningsOnPlaceholders(c"fenced_lock".as_ptr())
+        pg_sys::EmitWarningsOnPlaceholders(c"fenced_lock".as_ptr())
     };
     #[cfg(not(any(feature = "pg13", feature = "pg14")))]
     unsafe {
-        pgrx::pg_sys::MarkGUCPrefixReserved(c"fenced_lock".as_ptr())
+        pg_sys::MarkGUCPrefixReserved(c"fenced_lock".as_ptr())
     };
 }

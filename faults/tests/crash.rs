@@ -2,13 +2,15 @@
 //! than every token received after the restart, and no token is ever seen twice.
 
 use fenced_lock_faults::{
-    report, violations_across_epochs, Fates, Lcg, Server, Storm, SLOW_WAL_WRITER,
+    report, violations_across_epochs, Fates, Lcg, Server, Storm, DATABASE, SLOW_WAL_WRITER,
 };
 use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
 const CLIENTS: usize = 4;
+/// With the shared grants table, so restarts also show it comes back empty.
+const PRELOAD: &str = "shared_preload_libraries=fenced_lock";
 
 /// Runs `cycles` storms, each ended by `fault`, then one more storm after the last fault.
 /// Odd cycles roll every grant back (the longest-unflushed case), even cycles mix fates;
@@ -42,6 +44,13 @@ fn storms_across_faults(
         if cycle < cycles {
             server.start();
             server.wait_writable();
+            // A crash restart re-creates shared memory: no grant of a dead backend is left.
+            let stale: i64 = server
+                .connect(DATABASE)
+                .query_one("SELECT count(*) FROM fenced_lock_grants()", &[])
+                .unwrap()
+                .get(0);
+            assert_eq!(stale, 0, "grants survived the restart");
         }
     }
     (operations, epochs)
@@ -49,7 +58,7 @@ fn storms_across_faults(
 
 #[test]
 fn immediate_shutdown_during_storm() {
-    let server = Server::fresh("crash", 54331, &[SLOW_WAL_WRITER]);
+    let server = Server::fresh("crash", 54331, &[SLOW_WAL_WRITER, PRELOAD]);
     server.create_database();
     let cycles = 20;
     let (operations, epochs) =
@@ -68,7 +77,7 @@ fn immediate_shutdown_during_storm() {
 
 #[test]
 fn backend_killed_during_storm() {
-    let server = Server::fresh("backend-crash", 54332, &[SLOW_WAL_WRITER]);
+    let server = Server::fresh("backend-crash", 54332, &[SLOW_WAL_WRITER, PRELOAD]);
     server.create_database();
     let cycles = 10;
     let (operations, epochs) = storms_across_faults(&server, cycles, false, |_, storm| {

@@ -18,3 +18,11 @@ SELECT try_acquire_fenced(1001, 42);
 ROLLBACK;
 -- Nothing was locked on the standby.
 SELECT count(*) AS advisory_locks FROM pg_catalog.pg_locks WHERE locktype = 'advisory';
+
+-- This standby runs without fenced_lock preloaded: the fenced_locks view still works (a
+-- built-in advisory lock, which a standby allows, shows up), with NULL token, scope and
+-- acquired_at, no error and no notice.
+SELECT fenced_lock_grants_available() AS preloaded;
+SELECT pg_catalog.pg_advisory_lock(9401, 1);
+SELECT ns, id, granted, token, scope, acquired_at FROM fenced_locks;
+SELECT pg_catalog.pg_advisory_unlock(9401, 1);

@@ -1,0 +1,1 @@
+SELECT count(*) FROM fenced_locks;

@@ -1,0 +1,245 @@
+//! The shared-memory table of live fenced grants (pid, key, token, scope, since), which the
+//! fenced_locks view joins to pg_locks. It exists only when fenced_lock is in
+//! shared_preload_libraries; without it, grants are not published and the view shows NULL
+//! tokens. Its size is `fenced_lock.max_grants`; when it is full, acquisition still succeeds
+//! and the grant is simply not published (the view shows its token as unknown, NULL).
+//!
+//! Each backend publishes its own grants and removes them when they end (it remembers the slot
+//! of each in `grants`); a backend that exits removes what is left; a crash restart
+//! re-creates shared memory, and with it an empty table.
+
+use crate::grants::Scope;
+use crate::locking::LockKey;
+use crate::settings;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+const NO_SLOT: u32 = u32::MAX;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Slot {
+    pid: i32,
+    database: pg_sys::Oid,
+    ns: i32,
+    id: i32,
+    token: i64,
+    acquired_at: pg_sys::TimestampTz,
+    session: bool,
+    in_use: bool,
+    next_free: u32,
+}
+
+#[repr(C)]
+struct Table {
+    capacity: u32,
+    free_head: u32,
+    slots: [Slot; 0],
+}
+
+static mut TABLE: *mut Table = std::ptr::null_mut();
+static mut LOCK: *mut pg_sys::LWLock = std::ptr::null_mut();
+static mut PREVIOUS_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
+static mut PREVIOUS_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
+static TRANCHE: &core::ffi::CStr = c"fenced_lock";
+
+fn table_size(capacity: u32) -> usize {
+    std::mem::size_of::<Table>() + capacity as usize * std::mem::size_of::<Slot>()
+}
+
+/// From _PG_init, while shared_preload_libraries is being processed.
+pub fn install_hooks() {
+    unsafe {
+        PREVIOUS_REQUEST_HOOK = pg_sys::shmem_request_hook;
+        pg_sys::shmem_request_hook = Some(request_shared_memory);
+        PREVIOUS_STARTUP_HOOK = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(create_table);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn request_shared_memory() {
+    unsafe {
+        if let Some(previous) = PREVIOUS_REQUEST_HOOK {
+            previous();
+        }
+        pg_sys::RequestAddinShmemSpace(table_size(settings::MAX_GRANTS.get() as u32));
+        pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn create_table() {
+    unsafe {
+        if let Some(previous) = PREVIOUS_STARTUP_HOOK {
+            previous();
+        }
+        let capacity = settings::MAX_GRANTS.get() as u32;
+        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
+        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let mut found = false;
+        let table = pg_sys::ShmemInitStruct(
+            c"fenced_lock grants".as_ptr(),
+            table_size(capacity),
+            &mut found,
+        ) as *mut Table;
+        if !found {
+            (*table).capacity = capacity;
+            (*table).free_head = if capacity == 0 { NO_SLOT } else { 0 };
+            let slots = (*table).slots.as_mut_ptr();
+            for index in 0..capacity {
+                let next_free = if index + 1 < capacity {
+                    index + 1
+                } else {
+                    NO_SLOT
+                };
+                slots.add(index as usize).write(Slot {
+                    pid: 0,
+                    database: pg_sys::InvalidOid,
+                    ns: 0,
+                    id: 0,
+                    token: 0,
+                    acquired_at: 0,
+                    session: false,
+                    in_use: false,
+                    next_free,
+                });
+            }
+        }
+        TABLE = table;
+        LOCK = &raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock;
+        pg_sys::LWLockRelease(init_lock);
+    }
+}
+
+fn available() -> bool {
+    unsafe { !TABLE.is_null() }
+}
+
+/// Runs `work` on the table under its lock in `mode`; None when there is no table.
+fn with_table<R>(
+    mode: pg_sys::LWLockMode::Type,
+    work: impl FnOnce(&mut Table, &mut [Slot]) -> R,
+) -> Option<R> {
+    if !available() {
+        return None;
+    }
+    unsafe {
+        pg_sys::LWLockAcquire(LOCK, mode);
+        let table = &mut *TABLE;
+        let slots =
+            std::slice::from_raw_parts_mut(table.slots.as_mut_ptr(), table.capacity as usize);
+        let result = work(&mut *TABLE, slots);
+        pg_sys::LWLockRelease(LOCK);
+        Some(result)
+    }
+}
+
+/// Publishes a grant of this backend; its slot, or None (no table, or the table is full).
+pub fn publish(key: LockKey, token: i64, scope: Scope) -> Option<u32> {
+    if !available() {
+        return None;
+    }
+    register_exit_cleanup();
+    let acquired_at = unsafe { pg_sys::GetCurrentTimestamp() };
+    let (pid, database) = unsafe { (pg_sys::MyProcPid, pg_sys::MyDatabaseId) };
+    with_table(pg_sys::LWLockMode::LW_EXCLUSIVE, |table, slots| {
+        let index = table.free_head;
+        if index == NO_SLOT {
+            return None;
+        }
+        let slot = &mut slots[index as usize];
+        table.free_head = slot.next_free;
+        *slot = Slot {
+            pid,
+            database,
+            ns: key.ns,
+            id: key.id,
+            token,
+            acquired_at,
+            session: scope == Scope::Session,
+            in_use: true,
+            next_free: NO_SLOT,
+        };
+        Some(index)
+    })
+    .flatten()
+}
+
+/// Removes grants this backend published.
+pub fn withdraw(indexes: impl IntoIterator<Item = u32>) {
+    let mut indexes = indexes.into_iter().peekable();
+    if indexes.peek().is_none() {
+        return;
+    }
+    let pid = unsafe { pg_sys::MyProcPid };
+    with_table(pg_sys::LWLockMode::LW_EXCLUSIVE, |table, slots| {
+        for index in indexes {
+            let slot = &mut slots[index as usize];
+            // Only this backend's own slot: never free another backend's grant.
+            if slot.in_use && slot.pid == pid {
+                slot.in_use = false;
+                slot.next_free = table.free_head;
+                table.free_head = index;
+            }
+        }
+    });
+}
+
+fn register_exit_cleanup() {
+    thread_local! {
+        static REGISTERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if !REGISTERED.replace(true) {
+        unsafe { pg_sys::before_shmem_exit(Some(on_backend_exit), pg_sys::Datum::from(0)) };
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn on_backend_exit(_code: i32, _arg: pg_sys::Datum) {
+    withdraw(crate::grants::published_slots());
+}
+
+/// The live fenced grants of the current database, copied out under a shared lock (brief:
+/// one pass over the table), as (pid, ns, id, token, scope, acquired_at).
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile, parallel_restricted)]
+fn fenced_lock_grants() -> TableIterator<
+    'static,
+    (
+        name!(pid, i32),
+        name!(ns, i32),
+        name!(id, i32),
+        name!(token, i64),
+        name!(scope, &'static str),
+        name!(acquired_at, TimestampWithTimeZone),
+    ),
+> {
+    let database = unsafe { pg_sys::MyDatabaseId };
+    let live: Vec<Slot> = with_table(pg_sys::LWLockMode::LW_SHARED, |_, slots| {
+        slots
+            .iter()
+            .filter(|slot| slot.in_use && slot.database == database)
+            .copied()
+            .collect()
+    })
+    .unwrap_or_default();
+    TableIterator::new(live.into_iter().map(|slot| {
+        let scope = if slot.session {
+            Scope::Session
+        } else {
+            Scope::Transaction
+        };
+        let since = unsafe {
+            TimestampWithTimeZone::from_datum(pg_sys::Datum::from(slot.acquired_at), false)
+        }
+        .expect("a timestamp");
+        (slot.pid, slot.ns, slot.id, slot.token, scope.name(), since)
+    }))
+}
+
+/// Whether this server keeps the grants table (fenced_lock is preloaded).
+#[pg_extern(stable, parallel_safe)]
+fn fenced_lock_grants_available() -> bool {
+    available()
+}
