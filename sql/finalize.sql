@@ -155,3 +155,14 @@ COMMENT ON FUNCTION force_release(integer, integer) IS
     'Terminate the other backends holding (ns, id), the only way to free another session''s '
     'lock, and return how many. Needs the rights of pg_terminate_backend. The next holder gets '
     'a larger token, so the terminated holder''s late writes are refused at fenced resources.';
+
+COMMENT ON FUNCTION acquire_fenced_session(text, text) IS
+    'acquire_fenced_session(ns, id) for the key (registered id of namespace, fenced_key(key)).';
+
+COMMENT ON FUNCTION acquire_fenced_session(text, text, interval) IS
+    'acquire_fenced_session(ns, id, timeout) for the key (registered id of namespace, '
+    'fenced_key(key)).';
+
+COMMENT ON FUNCTION try_acquire_fenced_session(text, text) IS
+    'try_acquire_fenced_session(ns, id) for the key (registered id of namespace, '
+    'fenced_key(key)).';

@@ -5,7 +5,7 @@
 
 use crate::errors::warn_not_held;
 use crate::grants::{self, Scope};
-use crate::locking::{acquire, current_grant, key_of, required, LockKey, Wait};
+use crate::locking::{acquire, current_grant, key_of, named_key_of, required, LockKey, Wait};
 use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -71,6 +71,55 @@ fn try_acquire_fenced_session(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<i64> {
     let key = key_of("try_acquire_fenced_session", ns, id);
+    acquire(
+        fcinfo,
+        "try_acquire_fenced_session",
+        key,
+        Wait::Never,
+        Scope::Session,
+    )
+}
+
+/// acquire_fenced_session(namespace, key): the key is (registered id, fenced_key(key)).
+#[pg_extern(name = "acquire_fenced_session", volatile, parallel_unsafe)]
+fn acquire_fenced_session_named(
+    namespace: Option<&str>,
+    key: Option<&str>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> i64 {
+    let key = named_key_of(fcinfo, "acquire_fenced_session", namespace, key);
+    acquire(
+        fcinfo,
+        "acquire_fenced_session",
+        key,
+        Wait::Unbounded,
+        Scope::Session,
+    )
+    .expect("an unbounded wait ends in a grant")
+}
+
+/// acquire_fenced_session(namespace, key, timeout).
+#[pg_extern(name = "acquire_fenced_session", volatile, parallel_unsafe)]
+fn acquire_fenced_session_named_within(
+    namespace: Option<&str>,
+    key: Option<&str>,
+    timeout: Option<Interval>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> i64 {
+    let key = named_key_of(fcinfo, "acquire_fenced_session", namespace, key);
+    let wait = Wait::from_timeout(required(timeout, "acquire_fenced_session", "timeout"));
+    acquire(fcinfo, "acquire_fenced_session", key, wait, Scope::Session)
+        .expect("a bounded wait ends in a grant or an error")
+}
+
+/// try_acquire_fenced_session(namespace, key).
+#[pg_extern(name = "try_acquire_fenced_session", volatile, parallel_unsafe)]
+fn try_acquire_fenced_session_named(
+    namespace: Option<&str>,
+    key: Option<&str>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> Option<i64> {
+    let key = named_key_of(fcinfo, "try_acquire_fenced_session", namespace, key);
     acquire(
         fcinfo,
         "try_acquire_fenced_session",

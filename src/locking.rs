@@ -80,7 +80,7 @@ pub(crate) fn key_of(function: &'static str, ns: Option<i32>, id: Option<i32>) -
 }
 
 /// The key a (namespace name, text key) pair stands for: (registered ns, fenced_key(key)).
-fn named_key_of(
+pub(crate) fn named_key_of(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
     namespace: Option<&str>,

@@ -70,3 +70,14 @@ SELECT force_release(NULL, 1);
 \echo :LAST_ERROR_SQLSTATE
 DROP ROLE fenced_reader;
 DELETE FROM fenced_namespaces;
+
+-- The session-scoped functions take string keys too.
+SELECT register_namespace('leases', 11) AS leases;
+SELECT acquire_fenced_session('leases', 'primary') AS lease \gset
+SELECT current_fence(11, fenced_key('primary')) = :lease AS same_lock_as_int_form,
+       try_acquire_fenced_session('leases', 'primary') = :lease AS try_same_grant,
+       acquire_fenced_session('leases', 'primary', '0') = :lease AS timeout_same_grant;
+SELECT release_fenced(11, fenced_key('primary')) AS released;
+SELECT acquire_fenced_session('nope', 'primary');
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM fenced_namespaces;
