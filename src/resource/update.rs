@@ -21,6 +21,7 @@ use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, CString};
+use std::rc::Rc;
 
 const FUNCTION: &str = "fenced_update";
 
@@ -68,16 +69,36 @@ struct StatementKey {
     changed_columns: Vec<String>,
 }
 
+/// How a value for one changed column is checked before the UPDATE: through the column
+/// type's input function, looked up once.
+struct InputCheck {
+    function: Box<pg_sys::FmgrInfo>,
+    io_param: pg_sys::Oid,
+    typmod: i32,
+}
+
+/// What a call needs once its table and columns were validated: the saved statements, the
+/// table's name for messages, and the input check of each changed column (in the order of
+/// `StatementKey::changed_columns`; None where the UPDATE alone decides).
 struct Statements {
     update: SavedPlan,
     row_exists: SavedPlan,
+    table_name: String,
+    checks: Vec<Option<InputCheck>>,
+}
+
+impl Drop for Statements {
+    fn drop(&mut self) {
+        self.update.free();
+        self.row_exists.free();
+    }
 }
 
 #[derive(Default)]
 struct StatementCache {
-    statements: HashMap<StatementKey, Statements>,
+    statements: HashMap<StatementKey, Rc<Statements>>,
     /// Tables whose statements must be prepared again (renamed, dropped, altered): the
-    /// relcache callback only records them, the next call frees the plans.
+    /// relcache callback only records them, the next call drops the statements.
     stale_tables: HashSet<pg_sys::Oid>,
     all_stale: bool,
 }
@@ -143,40 +164,24 @@ fn fenced_update(
     let fence_column = required(fence_column, "fence_column");
     // The jsonb argument as PostgreSQL holds it, passed to the UPDATE unchanged.
     let changes_datum = unsafe { pgrx::fcinfo::pg_getarg_datum(fcinfo, 3) };
-
-    let relation = unsafe { pg_sys::relation_open(table, pg_sys::RowExclusiveLock as _) };
-    let table_name = unsafe { relation_display_name(relation) };
-    let relkind = unsafe { (*(*relation).rd_rel).relkind } as u8;
-    if ![pg_sys::RELKIND_RELATION, pg_sys::RELKIND_PARTITIONED_TABLE].contains(&relkind) {
-        FencedError::NotATable { table: table_name }.raise();
-    }
-    unsafe { find_column(relation, key_column) };
-    unsafe { find_fence_column(relation, fence_column) };
-    let mut changed_columns: Vec<String> = Vec::with_capacity(changes.len());
-    for (name, value) in &changes {
-        if name == key_column || name == fence_column {
-            invalid(
-                format!("{FUNCTION}: changes must not name the key column or the fence column \"{name}\""),
-                Some("The key selects the row and the fence column receives the token."),
-            );
-        }
-        let column = unsafe { find_column(relation, name) };
-        check_value_fits(&table_name, name, &column, value);
-        changed_columns.push(name.clone());
-    }
-    unsafe { pg_sys::relation_close(relation, pg_sys::NoLock as _) };
-    changed_columns.sort_unstable();
+    let mut changes: Vec<(String, Value)> = changes.into_iter().collect();
+    changes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
 
     let key = StatementKey {
         table,
         key_type: id.oid(),
         key_column: key_column.to_string(),
         fence_column: fence_column.to_string(),
-        changed_columns,
+        changed_columns: changes.iter().map(|(name, _)| name.clone()).collect(),
     };
     let arguments = [Some(id.datum()), token.into_datum(), changes_datum];
     spi::connected(|| {
-        let statements = statements_for(key, &table_name);
+        let statements = statements_for(key);
+        for ((name, value), check) in changes.iter().zip(&statements.checks) {
+            if let Some(check) = check {
+                check_value_fits(&statements.table_name, name, check, value);
+            }
+        }
         if statements.update.execute(&arguments) > 0 {
             return true;
         }
@@ -184,7 +189,7 @@ fn fenced_update(
             return false;
         }
         FencedError::NoSuchRow {
-            table: table_name,
+            table: statements.table_name.clone(),
             key_column: key_column.to_string(),
             key: output_text(id.datum(), id.oid()),
         }
@@ -192,9 +197,11 @@ fn fenced_update(
     })
 }
 
-/// The saved statements for `key`, prepared on first use; stale ones are freed first.
-fn statements_for(key: StatementKey, table_name: &str) -> Statements {
-    CACHE.with_borrow_mut(|cache| {
+/// The statements for `key`: validated and prepared on first use (stale ones are dropped
+/// first), then shared. An Rc, so that a nested call (a trigger that calls fenced_update) can
+/// use and even replace the cache while this call still holds its statements.
+fn statements_for(key: StatementKey) -> Rc<Statements> {
+    let cached = CACHE.with_borrow_mut(|cache| {
         if std::mem::take(&mut cache.all_stale) {
             cache
                 .stale_tables
@@ -202,27 +209,57 @@ fn statements_for(key: StatementKey, table_name: &str) -> Statements {
         }
         if !cache.stale_tables.is_empty() {
             let stale = std::mem::take(&mut cache.stale_tables);
-            cache.statements.retain(|key, statements| {
-                let keep = !stale.contains(&key.table);
-                if !keep {
-                    statements.update.free();
-                    statements.row_exists.free();
-                }
-                keep
-            });
+            cache
+                .statements
+                .retain(|key, _| !stale.contains(&key.table));
         }
-        let statements = cache
-            .statements
-            .entry(key)
-            .or_insert_with_key(|key| prepare_statements(key, table_name));
-        Statements {
-            update: statements.update,
-            row_exists: statements.row_exists,
-        }
+        cache.statements.get(&key).cloned()
+    });
+    cached.unwrap_or_else(|| {
+        // Validation may raise an error: nothing is cached until it has passed.
+        let statements = Rc::new(validate_and_prepare(&key));
+        CACHE.with_borrow_mut(|cache| cache.statements.insert(key, statements.clone()));
+        statements
     })
 }
 
-fn prepare_statements(key: &StatementKey, table_name: &str) -> Statements {
+/// Checks the table, the key and fence columns and every changed column (raising the
+/// documented errors), then prepares the statements.
+fn validate_and_prepare(key: &StatementKey) -> Statements {
+    let relation = unsafe { pg_sys::relation_open(key.table, pg_sys::RowExclusiveLock as _) };
+    let table_name = unsafe { relation_display_name(relation) };
+    let relkind = unsafe { (*(*relation).rd_rel).relkind } as u8;
+    if ![pg_sys::RELKIND_RELATION, pg_sys::RELKIND_PARTITIONED_TABLE].contains(&relkind) {
+        FencedError::NotATable { table: table_name }.raise();
+    }
+    unsafe { find_column(relation, &key.key_column) };
+    unsafe { find_fence_column(relation, &key.fence_column) };
+    let checks = key
+        .changed_columns
+        .iter()
+        .map(|name| {
+            if *name == key.key_column || *name == key.fence_column {
+                invalid(
+                    format!(
+                        "{FUNCTION}: changes must not name the key column or the fence column \"{name}\""
+                    ),
+                    Some("The key selects the row and the fence column receives the token."),
+                );
+            }
+            input_check(&unsafe { find_column(relation, name) })
+        })
+        .collect();
+    unsafe { pg_sys::relation_close(relation, pg_sys::NoLock as _) };
+    let (update, row_exists) = prepare_statements(key, &table_name);
+    Statements {
+        update,
+        row_exists,
+        table_name,
+        checks,
+    }
+}
+
+fn prepare_statements(key: &StatementKey, table_name: &str) -> (SavedPlan, SavedPlan) {
     let key_column = quote_ident(&key.key_column);
     let fence = quote_ident(&key.fence_column);
     let assignments: String = key
@@ -241,37 +278,58 @@ fn prepare_statements(key: &StatementKey, table_name: &str) -> Statements {
     );
     let row_exists = format!("SELECT 1 FROM {table_name} AS t WHERE t.{key_column} = $1");
     let types = [key.key_type, pg_sys::INT8OID, pg_sys::JSONBOID];
-    Statements {
-        update: spi::prepare(&update, &types),
-        row_exists: spi::prepare(&row_exists, &types[..1]),
+    (
+        spi::prepare(&update, &types),
+        spi::prepare(&row_exists, &types[..1]),
+    )
+}
+
+/// The input check for a column, or None where the UPDATE alone decides: json/jsonb columns
+/// keep JSON as it is, composite columns take objects.
+fn input_check(column: &Column) -> Option<InputCheck> {
+    let skip = [pg_sys::JSONOID, pg_sys::JSONBOID].contains(&column.type_oid)
+        || unsafe { pg_sys::get_typtype(column.type_oid) } as u8 == pg_sys::TYPTYPE_COMPOSITE;
+    if skip {
+        return None;
+    }
+    unsafe {
+        let (mut input, mut io_param) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
+        pg_sys::getTypeInputInfo(column.type_oid, &mut input, &mut io_param);
+        let mut function = Box::new(pg_sys::FmgrInfo::default());
+        pg_sys::fmgr_info_cxt(input, &mut *function, pg_sys::TopMemoryContext);
+        Some(InputCheck {
+            function,
+            io_param,
+            typmod: column.typmod,
+        })
     }
 }
 
 /// A scalar JSON value for a scalar column goes through the column type's input function in
 /// the UPDATE; run it first, so a value that does not fit is reported with its column (and
-/// the type's own SQLSTATE). Arrays, objects and json/jsonb columns are left to the UPDATE.
-fn check_value_fits(table_name: &str, column_name: &str, column: &Column, value: &Value) {
+/// the type's own SQLSTATE). Arrays and objects are left to the UPDATE.
+fn check_value_fits(table_name: &str, column_name: &str, check: &InputCheck, value: &Value) {
     let text = match value {
         Value::String(text) => text.clone(),
         Value::Number(number) => number.to_string(),
         Value::Bool(flag) => flag.to_string(),
         Value::Null | Value::Array(_) | Value::Object(_) => return,
     };
-    if [pg_sys::JSONOID, pg_sys::JSONBOID].contains(&column.type_oid)
-        || unsafe { pg_sys::get_typtype(column.type_oid) } as u8 == pg_sys::TYPTYPE_COMPOSITE
-    {
-        return;
-    }
     let Ok(text) = CString::new(text) else {
         invalid(
             format!("{FUNCTION}: value for column \"{column_name}\" contains a NUL character"),
             None,
         )
     };
+    // InputFunctionCall takes a mutable FmgrInfo but only reads it after fmgr_info.
+    let function = &*check.function as *const pg_sys::FmgrInfo as *mut pg_sys::FmgrInfo;
     PgTryBuilder::new(|| unsafe {
-        let (mut input, mut io_param) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
-        pg_sys::getTypeInputInfo(column.type_oid, &mut input, &mut io_param);
-        pg_sys::OidInputFunctionCall(input, text.as_ptr().cast_mut(), io_param, column.typmod);
+        pg_sys::InputFunctionCall(
+            function,
+            text.as_ptr().cast_mut(),
+            check.io_param,
+            check.typmod,
+        );
     })
     .catch_others(|error| match error {
         CaughtError::PostgresError(report) => FencedError::ValueDoesNotFit {
