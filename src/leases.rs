@@ -5,11 +5,16 @@
 
 use crate::errors::warn_not_held;
 use crate::grants::{self, Scope};
-use crate::locking::{acquire, current_grant, key_of, named_key_of, required, LockKey, Wait};
+use crate::locking::{
+    acquire_waiting, acquire_within, current_grant, key_of, named_key_of, try_acquire, LockKey,
+};
 use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::CString;
+
+const ACQUIRE: &str = "acquire_fenced_session";
+const TRY: &str = "try_acquire_fenced_session";
 
 /// Followers can LISTEN on this channel; the payload of each release is "ns:id".
 const RELEASE_CHANNEL: &core::ffi::CStr = c"fenced_lock";
@@ -38,15 +43,8 @@ fn acquire_fenced_session(
     id: Option<i32>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> i64 {
-    let key = key_of("acquire_fenced_session", ns, id);
-    acquire(
-        fcinfo,
-        "acquire_fenced_session",
-        key,
-        Wait::Unbounded,
-        Scope::Session,
-    )
-    .expect("an unbounded wait ends in a grant")
+    let key = key_of(ACQUIRE, ns, id);
+    acquire_waiting(fcinfo, ACQUIRE, key, Scope::Session)
 }
 
 /// Like acquire_fenced_session(ns, id), but waits at most `timeout`, then raises 55P03.
@@ -57,10 +55,8 @@ fn acquire_fenced_session_within(
     timeout: Option<Interval>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> i64 {
-    let key = key_of("acquire_fenced_session", ns, id);
-    let wait = Wait::from_timeout(required(timeout, "acquire_fenced_session", "timeout"));
-    acquire(fcinfo, "acquire_fenced_session", key, wait, Scope::Session)
-        .expect("a bounded wait ends in a grant or an error")
+    let key = key_of(ACQUIRE, ns, id);
+    acquire_within(fcinfo, ACQUIRE, key, timeout, Scope::Session)
 }
 
 /// Never waits: the token, or NULL when another session holds the key.
@@ -70,14 +66,7 @@ fn try_acquire_fenced_session(
     id: Option<i32>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<i64> {
-    let key = key_of("try_acquire_fenced_session", ns, id);
-    acquire(
-        fcinfo,
-        "try_acquire_fenced_session",
-        key,
-        Wait::Never,
-        Scope::Session,
-    )
+    try_acquire(fcinfo, TRY, key_of(TRY, ns, id), Scope::Session)
 }
 
 /// acquire_fenced_session(namespace, key): the key is (registered id, fenced_key(key)).
@@ -87,15 +76,8 @@ fn acquire_fenced_session_named(
     key: Option<&str>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> i64 {
-    let key = named_key_of(fcinfo, "acquire_fenced_session", namespace, key);
-    acquire(
-        fcinfo,
-        "acquire_fenced_session",
-        key,
-        Wait::Unbounded,
-        Scope::Session,
-    )
-    .expect("an unbounded wait ends in a grant")
+    let key = named_key_of(fcinfo, ACQUIRE, namespace, key);
+    acquire_waiting(fcinfo, ACQUIRE, key, Scope::Session)
 }
 
 /// acquire_fenced_session(namespace, key, timeout).
@@ -106,10 +88,8 @@ fn acquire_fenced_session_named_within(
     timeout: Option<Interval>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> i64 {
-    let key = named_key_of(fcinfo, "acquire_fenced_session", namespace, key);
-    let wait = Wait::from_timeout(required(timeout, "acquire_fenced_session", "timeout"));
-    acquire(fcinfo, "acquire_fenced_session", key, wait, Scope::Session)
-        .expect("a bounded wait ends in a grant or an error")
+    let key = named_key_of(fcinfo, ACQUIRE, namespace, key);
+    acquire_within(fcinfo, ACQUIRE, key, timeout, Scope::Session)
 }
 
 /// try_acquire_fenced_session(namespace, key).
@@ -119,14 +99,8 @@ fn try_acquire_fenced_session_named(
     key: Option<&str>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<i64> {
-    let key = named_key_of(fcinfo, "try_acquire_fenced_session", namespace, key);
-    acquire(
-        fcinfo,
-        "try_acquire_fenced_session",
-        key,
-        Wait::Never,
-        Scope::Session,
-    )
+    let key = named_key_of(fcinfo, TRY, namespace, key);
+    try_acquire(fcinfo, TRY, key, Scope::Session)
 }
 
 /// Try to become the leader for (ns, id): the term (a token), or NULL when another session
@@ -137,8 +111,12 @@ fn become_leader(
     id: Option<i32>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<i64> {
-    let key = key_of("become_leader", ns, id);
-    acquire(fcinfo, "become_leader", key, Wait::Never, Scope::Session)
+    try_acquire(
+        fcinfo,
+        "become_leader",
+        key_of("become_leader", ns, id),
+        Scope::Session,
+    )
 }
 
 /// Releases this session's lock on (ns, id): true, or false with a WARNING when this session

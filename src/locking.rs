@@ -13,6 +13,9 @@ use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use std::fmt;
 
+const ACQUIRE: &str = "acquire_fenced";
+const TRY: &str = "try_acquire_fenced";
+
 /// A namespaced advisory lock key: `ns` is the kind of lock, `id` the entity.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct LockKey {
@@ -43,7 +46,7 @@ impl LockKey {
 
 /// How long an acquisition may wait for the key.
 #[derive(Clone, Copy)]
-pub(crate) enum Wait {
+enum Wait {
     /// Until granted, or until lock_timeout, statement_timeout, cancel or a deadlock ends it.
     Unbounded,
     /// Not at all: a busy key is reported as None.
@@ -53,7 +56,7 @@ pub(crate) enum Wait {
 }
 
 impl Wait {
-    pub(crate) fn from_timeout(timeout: Interval) -> Wait {
+    fn from_timeout(timeout: Interval) -> Wait {
         let micros = timeout.as_micros();
         if micros < 0 {
             FencedError::NegativeTimeout.raise();
@@ -94,9 +97,40 @@ pub(crate) fn named_key_of(
     }
 }
 
+/// The three ways the SQL functions ask for a key: wait, wait at most `timeout`, or try.
+pub(crate) fn acquire_waiting(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &'static str,
+    key: LockKey,
+    scope: Scope,
+) -> i64 {
+    acquire(fcinfo, function, key, Wait::Unbounded, scope)
+        .expect("an unbounded wait ends in a grant")
+}
+
+pub(crate) fn acquire_within(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &'static str,
+    key: LockKey,
+    timeout: Option<Interval>,
+    scope: Scope,
+) -> i64 {
+    let wait = Wait::from_timeout(required(timeout, function, "timeout"));
+    acquire(fcinfo, function, key, wait, scope).expect("a bounded wait ends in a grant or an error")
+}
+
+pub(crate) fn try_acquire(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &'static str,
+    key: LockKey,
+    scope: Scope,
+) -> Option<i64> {
+    acquire(fcinfo, function, key, Wait::Never, scope)
+}
+
 /// Acquires the lock on `key` at `scope` and returns its token, or None when `wait` is `Never`
 /// and another session holds the key.
-pub(crate) fn acquire(
+fn acquire(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
     key: LockKey,
@@ -228,15 +262,7 @@ fn same_tag(a: &pg_sys::LOCKTAG, b: &pg_sys::LOCKTAG) -> bool {
 /// Waits for the transaction-scoped lock on (ns, id) and returns a new fencing token.
 #[pg_extern(volatile, parallel_unsafe)]
 fn acquire_fenced(ns: Option<i32>, id: Option<i32>, fcinfo: pg_sys::FunctionCallInfo) -> i64 {
-    let key = key_of("acquire_fenced", ns, id);
-    acquire(
-        fcinfo,
-        "acquire_fenced",
-        key,
-        Wait::Unbounded,
-        Scope::Transaction,
-    )
-    .expect("an unbounded wait ends in a grant")
+    acquire_waiting(fcinfo, ACQUIRE, key_of(ACQUIRE, ns, id), Scope::Transaction)
 }
 
 /// Like acquire_fenced(ns, id), but waits at most `timeout`, then raises 55P03.
@@ -247,10 +273,8 @@ fn acquire_fenced_within(
     timeout: Option<Interval>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> i64 {
-    let key = key_of("acquire_fenced", ns, id);
-    let wait = Wait::from_timeout(required(timeout, "acquire_fenced", "timeout"));
-    acquire(fcinfo, "acquire_fenced", key, wait, Scope::Transaction)
-        .expect("a bounded wait ends in a grant or an error")
+    let key = key_of(ACQUIRE, ns, id);
+    acquire_within(fcinfo, ACQUIRE, key, timeout, Scope::Transaction)
 }
 
 /// Never waits: the token, or NULL when another session holds the key.
@@ -260,14 +284,7 @@ fn try_acquire_fenced(
     id: Option<i32>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<i64> {
-    let key = key_of("try_acquire_fenced", ns, id);
-    acquire(
-        fcinfo,
-        "try_acquire_fenced",
-        key,
-        Wait::Never,
-        Scope::Transaction,
-    )
+    try_acquire(fcinfo, TRY, key_of(TRY, ns, id), Scope::Transaction)
 }
 
 /// acquire_fenced(namespace, key): the key is (registered id of namespace, fenced_key(key)).
@@ -277,15 +294,8 @@ fn acquire_fenced_named(
     key: Option<&str>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> i64 {
-    let key = named_key_of(fcinfo, "acquire_fenced", namespace, key);
-    acquire(
-        fcinfo,
-        "acquire_fenced",
-        key,
-        Wait::Unbounded,
-        Scope::Transaction,
-    )
-    .expect("an unbounded wait ends in a grant")
+    let key = named_key_of(fcinfo, ACQUIRE, namespace, key);
+    acquire_waiting(fcinfo, ACQUIRE, key, Scope::Transaction)
 }
 
 /// acquire_fenced(namespace, key, timeout).
@@ -296,10 +306,8 @@ fn acquire_fenced_named_within(
     timeout: Option<Interval>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> i64 {
-    let key = named_key_of(fcinfo, "acquire_fenced", namespace, key);
-    let wait = Wait::from_timeout(required(timeout, "acquire_fenced", "timeout"));
-    acquire(fcinfo, "acquire_fenced", key, wait, Scope::Transaction)
-        .expect("a bounded wait ends in a grant or an error")
+    let key = named_key_of(fcinfo, ACQUIRE, namespace, key);
+    acquire_within(fcinfo, ACQUIRE, key, timeout, Scope::Transaction)
 }
 
 /// try_acquire_fenced(namespace, key).
@@ -309,12 +317,6 @@ fn try_acquire_fenced_named(
     key: Option<&str>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<i64> {
-    let key = named_key_of(fcinfo, "try_acquire_fenced", namespace, key);
-    acquire(
-        fcinfo,
-        "try_acquire_fenced",
-        key,
-        Wait::Never,
-        Scope::Transaction,
-    )
+    let key = named_key_of(fcinfo, TRY, namespace, key);
+    try_acquire(fcinfo, TRY, key, Scope::Transaction)
 }
