@@ -58,7 +58,7 @@ sql-tests: install
 # Fault suite: crashes, killed backends, failover, stale holders, dump/restore (faults/).
 faults: install
 	cargo build --manifest-path examples/leader/Cargo.toml --target-dir target/faults
-	cargo test --manifest-path faults/Cargo.toml --target-dir target/faults -- --test-threads=1 --nocapture
+	cargo test --manifest-path faults/Cargo.toml --target-dir target/faults --tests -- --test-threads=1 --nocapture
 
 # A measurement (README, Guarantees): tokens repeated after failover to an async standby.
 async-failover: install
