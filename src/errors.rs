@@ -24,7 +24,10 @@ pub enum FencedError {
         timeout_ms: i32,
         holders: Vec<i32>,
     },
-    TokenSequenceMissing,
+    /// An object of the extension (token sequence, registry) is gone.
+    ExtensionObjectMissing {
+        name: String,
+    },
     /// The key is already held by this backend at the other scope.
     ScopeConflict {
         key: LockKey,
@@ -89,7 +92,7 @@ impl FencedError {
             | FencedError::InvalidArgument { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
             FencedError::HotStandby => ERRCODE_READ_ONLY_SQL_TRANSACTION,
             FencedError::LockNotAcquired { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
-            FencedError::TokenSequenceMissing => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            FencedError::ExtensionObjectMissing { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::TokenNotReplicated => ERRCODE_QUERY_CANCELED,
             FencedError::ScopeConflict { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::UndefinedColumn { .. } => ERRCODE_UNDEFINED_COLUMN,
@@ -120,8 +123,8 @@ impl FencedError {
             FencedError::LockNotAcquired {
                 key, timeout_ms, ..
             } => format!("could not acquire fenced lock {key} within {timeout_ms} ms"),
-            FencedError::TokenSequenceMissing => {
-                "the fencing token sequence of fenced_lock is missing".into()
+            FencedError::ExtensionObjectMissing { name } => {
+                format!("\"{name}\" of the extension fenced_lock is missing")
             }
             FencedError::TokenNotReplicated => {
                 "fencing token not confirmed by the synchronous standby".into()
@@ -198,7 +201,9 @@ impl FencedError {
             FencedError::LockNotAcquired { .. } => {
                 "Use try_acquire_fenced to skip a busy key without an error, or wait longer."
             }
-            FencedError::TokenSequenceMissing => "Drop and create the extension fenced_lock again.",
+            FencedError::ExtensionObjectMissing { .. } => {
+                "Drop and create the extension fenced_lock again."
+            }
             FencedError::TokenNotReplicated => {
                 "Retry the transaction once the synchronous standby is reachable."
             }

@@ -12,7 +12,7 @@ use pgrx::prelude::*;
 #[pg_extern(volatile, parallel_unsafe)]
 fn force_release(ns: Option<i32>, id: Option<i32>, fcinfo: pg_sys::FunctionCallInfo) -> i32 {
     let key = key_of("force_release", ns, id);
-    let view = crate::namespaces::qualified(fcinfo, c"fenced_locks");
+    let view = crate::extension::qualified(fcinfo, c"fenced_locks");
     let holders: Vec<i32> = Spi::connect(|client| {
         client
             .select(

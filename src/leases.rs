@@ -5,16 +5,11 @@
 
 use crate::errors::warn_not_held;
 use crate::grants::{self, Scope};
-use crate::locking::{
-    acquire_waiting, acquire_within, current_grant, key_of, named_key_of, try_acquire, LockKey,
-};
-use pgrx::datum::{Interval, TimestampWithTimeZone};
+use crate::locking::{current_grant, key_of, try_acquire, LockKey};
+use pgrx::datum::TimestampWithTimeZone;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::CString;
-
-const ACQUIRE: &str = "acquire_fenced_session";
-const TRY: &str = "try_acquire_fenced_session";
 
 /// Followers can LISTEN on this channel; the payload of each release is "ns:id".
 const RELEASE_CHANNEL: &core::ffi::CStr = c"fenced_lock";
@@ -35,72 +30,13 @@ fn release(key: LockKey) {
     }
 }
 
-/// Waits for the session-level lock on (ns, id) and returns a new token (the same one when
-/// this session already holds it).
-#[pg_extern(volatile, parallel_unsafe)]
-fn acquire_fenced_session(
-    ns: Option<i32>,
-    id: Option<i32>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> i64 {
-    let key = key_of(ACQUIRE, ns, id);
-    acquire_waiting(fcinfo, ACQUIRE, key, Scope::Session)
-}
-
-/// Like acquire_fenced_session(ns, id), but waits at most `timeout`, then raises 55P03.
-#[pg_extern(name = "acquire_fenced_session", volatile, parallel_unsafe)]
-fn acquire_fenced_session_within(
-    ns: Option<i32>,
-    id: Option<i32>,
-    timeout: Option<Interval>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> i64 {
-    let key = key_of(ACQUIRE, ns, id);
-    acquire_within(fcinfo, ACQUIRE, key, timeout, Scope::Session)
-}
-
-/// Never waits: the token, or NULL when another session holds the key.
-#[pg_extern(volatile, parallel_unsafe)]
-fn try_acquire_fenced_session(
-    ns: Option<i32>,
-    id: Option<i32>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> Option<i64> {
-    try_acquire(fcinfo, TRY, key_of(TRY, ns, id), Scope::Session)
-}
-
-/// acquire_fenced_session(namespace, key): the key is (registered id, fenced_key(key)).
-#[pg_extern(name = "acquire_fenced_session", volatile, parallel_unsafe)]
-fn acquire_fenced_session_named(
-    namespace: Option<&str>,
-    key: Option<&str>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> i64 {
-    let key = named_key_of(fcinfo, ACQUIRE, namespace, key);
-    acquire_waiting(fcinfo, ACQUIRE, key, Scope::Session)
-}
-
-/// acquire_fenced_session(namespace, key, timeout).
-#[pg_extern(name = "acquire_fenced_session", volatile, parallel_unsafe)]
-fn acquire_fenced_session_named_within(
-    namespace: Option<&str>,
-    key: Option<&str>,
-    timeout: Option<Interval>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> i64 {
-    let key = named_key_of(fcinfo, ACQUIRE, namespace, key);
-    acquire_within(fcinfo, ACQUIRE, key, timeout, Scope::Session)
-}
-
-/// try_acquire_fenced_session(namespace, key).
-#[pg_extern(name = "try_acquire_fenced_session", volatile, parallel_unsafe)]
-fn try_acquire_fenced_session_named(
-    namespace: Option<&str>,
-    key: Option<&str>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> Option<i64> {
-    let key = named_key_of(fcinfo, TRY, namespace, key);
-    try_acquire(fcinfo, TRY, key, Scope::Session)
+crate::locking::acquire_functions! {
+    scope: Scope::Session,
+    acquire: "acquire_fenced_session",
+    try_acquire: "try_acquire_fenced_session",
+    functions: [acquire_fenced_session, acquire_fenced_session_within,
+                try_acquire_fenced_session, acquire_fenced_session_named,
+                acquire_fenced_session_named_within, try_acquire_fenced_session_named],
 }
 
 /// Try to become the leader for (ns, id): the term (a token), or NULL when another session
@@ -174,7 +110,7 @@ fn current_leader(
     ),
 > {
     let key = key_of("current_leader", ns, id);
-    let view = crate::namespaces::qualified(fcinfo, c"fenced_locks");
+    let view = crate::extension::qualified(fcinfo, c"fenced_locks");
     let rows = Spi::connect(|client| {
         client
             .select(

@@ -6,12 +6,13 @@
 //! `resource` checks tokens where the data lives (fenced_update, enforce_fence, the ledger),
 //! `namespaces` names keys (registry, fenced_key), `inspection` serves operators,
 //! `shared_grants` publishes live grants in shared memory when preloaded,
-//! `settings` holds the GUCs, `errors` is the single place where failures become SQLSTATEs.
+//! `extension` finds the extension's own objects, `settings` holds the GUCs, `errors` is the single place where failures become SQLSTATEs.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 mod errors;
+mod extension;
 mod grants;
 mod inspection;
 mod leases;
@@ -36,9 +37,8 @@ pub extern "C-unwind" fn _PG_init() {
         shared_grants::install_hooks();
     }
     grants::register_transaction_callbacks();
-    tokens::register_invalidation_callback();
+    extension::register_invalidation_callback();
     resource::register_invalidation_callback();
-    namespaces::register_invalidation_callback();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -13,9 +13,6 @@ use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use std::fmt;
 
-const ACQUIRE: &str = "acquire_fenced";
-const TRY: &str = "try_acquire_fenced";
-
 /// A namespaced advisory lock key: `ns` is the kind of lock, `id` the entity.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct LockKey {
@@ -259,64 +256,82 @@ fn same_tag(a: &pg_sys::LOCKTAG, b: &pg_sys::LOCKTAG) -> bool {
     )
 }
 
-/// Waits for the transaction-scoped lock on (ns, id) and returns a new fencing token.
-#[pg_extern(volatile, parallel_unsafe)]
-fn acquire_fenced(ns: Option<i32>, id: Option<i32>, fcinfo: pg_sys::FunctionCallInfo) -> i64 {
-    acquire_waiting(fcinfo, ACQUIRE, key_of(ACQUIRE, ns, id), Scope::Transaction)
-}
+/// The six SQL entry points of one scope: for an (ns, id) key and for a (namespace, key) pair,
+/// wait, wait at most `timeout` (then 55P03), or try (NULL when held elsewhere). `leases`
+/// invokes it for session scope; this module for transaction scope.
+macro_rules! acquire_functions {
+    (
+        scope: $scope:expr,
+        acquire: $acquire:literal,
+        try_acquire: $try:literal,
+        functions: [$wait:ident, $within:ident, $try_fn:ident,
+                    $wait_named:ident, $within_named:ident, $try_named:ident] $(,)?
+    ) => {
+        #[pg_extern(name = $acquire, volatile, parallel_unsafe)]
+        fn $wait(ns: Option<i32>, id: Option<i32>, fcinfo: pg_sys::FunctionCallInfo) -> i64 {
+            let key = $crate::locking::key_of($acquire, ns, id);
+            $crate::locking::acquire_waiting(fcinfo, $acquire, key, $scope)
+        }
 
-/// Like acquire_fenced(ns, id), but waits at most `timeout`, then raises 55P03.
-#[pg_extern(name = "acquire_fenced", volatile, parallel_unsafe)]
-fn acquire_fenced_within(
-    ns: Option<i32>,
-    id: Option<i32>,
-    timeout: Option<Interval>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> i64 {
-    let key = key_of(ACQUIRE, ns, id);
-    acquire_within(fcinfo, ACQUIRE, key, timeout, Scope::Transaction)
-}
+        #[pg_extern(name = $acquire, volatile, parallel_unsafe)]
+        fn $within(
+            ns: Option<i32>,
+            id: Option<i32>,
+            timeout: Option<pgrx::datum::Interval>,
+            fcinfo: pg_sys::FunctionCallInfo,
+        ) -> i64 {
+            let key = $crate::locking::key_of($acquire, ns, id);
+            $crate::locking::acquire_within(fcinfo, $acquire, key, timeout, $scope)
+        }
 
-/// Never waits: the token, or NULL when another session holds the key.
-#[pg_extern(volatile, parallel_unsafe)]
-fn try_acquire_fenced(
-    ns: Option<i32>,
-    id: Option<i32>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> Option<i64> {
-    try_acquire(fcinfo, TRY, key_of(TRY, ns, id), Scope::Transaction)
-}
+        #[pg_extern(name = $try, volatile, parallel_unsafe)]
+        fn $try_fn(
+            ns: Option<i32>,
+            id: Option<i32>,
+            fcinfo: pg_sys::FunctionCallInfo,
+        ) -> Option<i64> {
+            let key = $crate::locking::key_of($try, ns, id);
+            $crate::locking::try_acquire(fcinfo, $try, key, $scope)
+        }
 
-/// acquire_fenced(namespace, key): the key is (registered id of namespace, fenced_key(key)).
-#[pg_extern(name = "acquire_fenced", volatile, parallel_unsafe)]
-fn acquire_fenced_named(
-    namespace: Option<&str>,
-    key: Option<&str>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> i64 {
-    let key = named_key_of(fcinfo, ACQUIRE, namespace, key);
-    acquire_waiting(fcinfo, ACQUIRE, key, Scope::Transaction)
-}
+        #[pg_extern(name = $acquire, volatile, parallel_unsafe)]
+        fn $wait_named(
+            namespace: Option<&str>,
+            key: Option<&str>,
+            fcinfo: pg_sys::FunctionCallInfo,
+        ) -> i64 {
+            let key = $crate::locking::named_key_of(fcinfo, $acquire, namespace, key);
+            $crate::locking::acquire_waiting(fcinfo, $acquire, key, $scope)
+        }
 
-/// acquire_fenced(namespace, key, timeout).
-#[pg_extern(name = "acquire_fenced", volatile, parallel_unsafe)]
-fn acquire_fenced_named_within(
-    namespace: Option<&str>,
-    key: Option<&str>,
-    timeout: Option<Interval>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> i64 {
-    let key = named_key_of(fcinfo, ACQUIRE, namespace, key);
-    acquire_within(fcinfo, ACQUIRE, key, timeout, Scope::Transaction)
-}
+        #[pg_extern(name = $acquire, volatile, parallel_unsafe)]
+        fn $within_named(
+            namespace: Option<&str>,
+            key: Option<&str>,
+            timeout: Option<pgrx::datum::Interval>,
+            fcinfo: pg_sys::FunctionCallInfo,
+        ) -> i64 {
+            let key = $crate::locking::named_key_of(fcinfo, $acquire, namespace, key);
+            $crate::locking::acquire_within(fcinfo, $acquire, key, timeout, $scope)
+        }
 
-/// try_acquire_fenced(namespace, key).
-#[pg_extern(name = "try_acquire_fenced", volatile, parallel_unsafe)]
-fn try_acquire_fenced_named(
-    namespace: Option<&str>,
-    key: Option<&str>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> Option<i64> {
-    let key = named_key_of(fcinfo, TRY, namespace, key);
-    try_acquire(fcinfo, TRY, key, Scope::Transaction)
+        #[pg_extern(name = $try, volatile, parallel_unsafe)]
+        fn $try_named(
+            namespace: Option<&str>,
+            key: Option<&str>,
+            fcinfo: pg_sys::FunctionCallInfo,
+        ) -> Option<i64> {
+            let key = $crate::locking::named_key_of(fcinfo, $try, namespace, key);
+            $crate::locking::try_acquire(fcinfo, $try, key, $scope)
+        }
+    };
+}
+pub(crate) use acquire_functions;
+
+acquire_functions! {
+    scope: Scope::Transaction,
+    acquire: "acquire_fenced",
+    try_acquire: "try_acquire_fenced",
+    functions: [acquire_fenced, acquire_fenced_within, try_acquire_fenced,
+                acquire_fenced_named, acquire_fenced_named_within, try_acquire_fenced_named],
 }

@@ -3,19 +3,10 @@
 //! an index scan through the access method, without SPI or SQL.
 
 use crate::errors::FencedError;
+use crate::extension;
 use crate::locking::required;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use std::cell::Cell;
-
-const TABLE_NAME: &core::ffi::CStr = c"fenced_namespaces";
-const NAME_INDEX: &core::ffi::CStr = c"fenced_namespaces_name_key";
-
-thread_local! {
-    /// The registry table and its unique index on name, resolved on first use in the
-    /// extension's schema; reset by relcache invalidation like the token sequence.
-    static REGISTRY: Cell<Option<(pg_sys::Oid, pg_sys::Oid)>> = const { Cell::new(None) };
-}
 
 /// fenced_key: 32-bit FNV-1a over the key's UTF-8 bytes, read as a signed int4. Byte-wise,
 /// so the same on every platform, endianness and PostgreSQL version.
@@ -33,7 +24,8 @@ fn fenced_key(key: Option<&str>) -> i32 {
 
 /// The registered id of namespace `name`, or 42704.
 pub fn namespace_id(fcinfo: pg_sys::FunctionCallInfo, name: &str) -> i32 {
-    let (table, index) = registry(fcinfo);
+    let objects = extension::objects(fcinfo);
+    let (table, index) = (objects.namespaces_table, objects.namespaces_name_index);
     unsafe {
         let relation = pg_sys::table_open(table, pg_sys::AccessShareLock as _);
         let mut key = pg_sys::ScanKeyData::default();
@@ -71,51 +63,6 @@ pub fn namespace_id(fcinfo: pg_sys::FunctionCallInfo, name: &str) -> i32 {
     }
 }
 
-fn registry(fcinfo: pg_sys::FunctionCallInfo) -> (pg_sys::Oid, pg_sys::Oid) {
-    if let Some(cached) = REGISTRY.get() {
-        return cached;
-    }
-    let resolved = unsafe {
-        let schema = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
-        (
-            pg_sys::get_relname_relid(TABLE_NAME.as_ptr(), schema),
-            pg_sys::get_relname_relid(NAME_INDEX.as_ptr(), schema),
-        )
-    };
-    if resolved.0 == pg_sys::InvalidOid || resolved.1 == pg_sys::InvalidOid {
-        FencedError::TokenSequenceMissing.raise();
-    }
-    REGISTRY.set(Some(resolved));
-    resolved
-}
-
-pub fn register_invalidation_callback() {
-    unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(on_relcache_invalidation), 0.into()) }
-}
-
-/// Forget the registry's OIDs when they change (InvalidOid: every relation).
-#[pg_guard]
-unsafe extern "C-unwind" fn on_relcache_invalidation(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
-    if let Some((table, index)) = REGISTRY.get() {
-        if relid == pg_sys::InvalidOid || relid == table || relid == index {
-            REGISTRY.set(None);
-        }
-    }
-}
-
-/// `schema.name` for an object of the extension, quoted, for SQL that fenced_lock's own
-/// functions run: the schema is that of the calling function, never found via search_path.
-pub fn qualified(fcinfo: pg_sys::FunctionCallInfo, name: &core::ffi::CStr) -> String {
-    unsafe {
-        let function = (*(*fcinfo).flinfo).fn_oid;
-        let schema = pg_sys::get_namespace_name(pg_sys::get_func_namespace(function));
-        let name = pg_sys::quote_qualified_identifier(schema, name.as_ptr());
-        std::ffi::CStr::from_ptr(name)
-            .to_string_lossy()
-            .into_owned()
-    }
-}
-
 /// The first column of the first row of `sql`, if there is a row and it is not NULL.
 fn scalar<T: FromDatum + IntoDatum>(
     client: &pgrx::spi::SpiClient<'_>,
@@ -141,7 +88,7 @@ fn register_namespace(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> i32 {
     let name = required(name, "register_namespace", "name");
-    let table = qualified(fcinfo, TABLE_NAME);
+    let table = extension::qualified(fcinfo, c"fenced_namespaces");
     Spi::connect_mut(|client| {
         let by_name: Option<i32> = scalar(
             client,
