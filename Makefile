@@ -3,8 +3,10 @@
 
 PG_CONFIG := /usr/lib/postgresql/15/bin/pg_config
 RUN_DIR   := build/pg/run
-RUN_PORT  := 54315
-RUN_URL   := postgresql://postgres@127.0.0.1:$(RUN_PORT)/fenced_lock
+# The demo server's TCP port on 127.0.0.1: `make run PORT=...` picks another one. Test and
+# benchmark servers listen only on Unix sockets in their own directories, never on TCP.
+PORT      := 54315
+RUN_URL   := postgresql://postgres@127.0.0.1:$(PORT)/fenced_lock
 PGRX_TEST_DIR := $(CURDIR)/build/pgrx-test
 
 .PHONY: all setup install run demo psql stop test lint unit sql-tests faults async-failover bench clean
@@ -18,10 +20,10 @@ install: setup
 	cargo pgrx install --release --pg-config $(PG_CONFIG)
 
 run: install
-	scripts/pg.sh start $(RUN_DIR) $(RUN_PORT) -c shared_preload_libraries=fenced_lock
-	psql "postgresql://postgres@127.0.0.1:$(RUN_PORT)/postgres" -qXAt \
+	scripts/pg.sh tcp $(RUN_DIR) $(PORT) -c shared_preload_libraries=fenced_lock
+	psql "postgresql://postgres@127.0.0.1:$(PORT)/postgres" -qXAt \
 	    -c "SELECT 1 FROM pg_database WHERE datname = 'fenced_lock'" | grep -q 1 || \
-	    psql "postgresql://postgres@127.0.0.1:$(RUN_PORT)/postgres" -qX -c "CREATE DATABASE fenced_lock"
+	    psql "postgresql://postgres@127.0.0.1:$(PORT)/postgres" -qX -c "CREATE DATABASE fenced_lock"
 	psql "$(RUN_URL)" -qX -c "SET client_min_messages = warning" \
 	    -c "CREATE EXTENSION IF NOT EXISTS fenced_lock" -c "ALTER EXTENSION fenced_lock UPDATE" \
 	    -c "SELECT register_namespace('demo', 1001, 'make run demo')" >/dev/null
@@ -36,7 +38,9 @@ psql:
 stop:
 	scripts/pg.sh stop $(RUN_DIR)
 
-test: setup lint unit sql-tests faults
+# Every suite, one summary line each, and a final "N passed, M failed" line.
+test:
+	scripts/test.sh
 
 lint:
 	cargo fmt --check

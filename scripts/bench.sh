@@ -8,13 +8,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PORT=${BENCH_PORT:-54318}
 SECONDS_EACH=${BENCH_SECONDS:-5}
 ROUNDS=${BENCH_ROUNDS:-3}
 CLIENTS=${BENCH_CLIENTS:-8}
 THREADS=${BENCH_THREADS:-2}
 DIR=$PWD/build/pg/bench
-URL="postgresql://postgres@127.0.0.1:$PORT/fenced_lock_bench"
+# The server listens on its own Unix socket only: no port to collide with.
+HOST=$(scripts/pg.sh socket "$DIR")
+URL="host=$HOST user=postgres dbname=fenced_lock_bench"
 # name=script[:connection options]
 WORKLOADS=(floor=floor raw_two_statements=raw_two_statements raw_one_statement=raw_one_statement
     acquire_random=acquire_random
@@ -28,9 +29,9 @@ trap 'scripts/pg.sh stop "$DIR"' EXIT
 scripts/pg.sh stop "$DIR"
 rm -rf "$DIR"
 # Preloaded, as a server that wants the fenced_locks view runs; room for 10,000 held locks.
-scripts/pg.sh start "$DIR" "$PORT" -c max_connections=50 -c max_locks_per_transaction=256 \
+scripts/pg.sh start "$DIR" -c max_connections=50 -c max_locks_per_transaction=256 \
     -c shared_preload_libraries=fenced_lock
-psql "postgresql://postgres@127.0.0.1:$PORT/postgres" -qX -c "CREATE DATABASE fenced_lock_bench"
+psql "host=$HOST user=postgres dbname=postgres" -qX -c "CREATE DATABASE fenced_lock_bench"
 psql "$URL" -qX -c "CREATE EXTENSION fenced_lock" \
     -c "CREATE SEQUENCE bench_token_seq AS bigint CACHE 1 NO CYCLE" \
     -c "CREATE TABLE bench_rows (id int PRIMARY KEY, payload text, fence bigint NOT NULL)" \

@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
-# Local PostgreSQL 15 servers for fenced_lock's demo, tests and benchmarks. They run as the
-# unprivileged `postgres` user (PostgreSQL refuses root), listen on 127.0.0.1 only, trust
-# local connections (test servers, never exposed) and keep everything under one directory.
+# Local PostgreSQL servers for fenced_lock's demo, tests and benchmarks. They run as the
+# unprivileged `postgres` user (PostgreSQL refuses root), trust local connections (test
+# servers, never exposed) and keep everything under one directory.
 #
-#   pg.sh start   DIR PORT [-c name=value ...]   initdb if needed, then start (no-op if running)
-#   pg.sh standby DIR PORT PRIMARY_PORT [-c ...] base backup of the primary, start as hot standby
-#   pg.sh stop    DIR                            fast shutdown (no-op if not running)
-#   pg.sh crash   DIR                            immediate shutdown: no checkpoint, as a crash
-#   pg.sh promote DIR                            promote a standby to primary
+# Test and benchmark servers listen on a Unix-domain socket in a directory of their own and on
+# no TCP port at all, so nothing else on the machine (an outgoing connection holding an
+# ephemeral port, another suite) can make them fail to start. Only `make run` asks for TCP.
+#
+#   pg.sh start   DIR [-c name=value ...]          initdb if needed, then start (no-op if running)
+#   pg.sh tcp     DIR PORT [-c name=value ...]     the same, also listening on 127.0.0.1:PORT
+#   pg.sh standby DIR PRIMARY_DIR [-c ...]         base backup of the primary, start as hot standby
+#   pg.sh socket  DIR                              print the socket directory (libpq's host)
+#   pg.sh stop    DIR                              fast shutdown (no-op if not running)
+#   pg.sh crash   DIR                              immediate shutdown: no checkpoint, as a crash
+#   pg.sh promote DIR                              promote a standby to primary
+#
+# PG_BIN selects the PostgreSQL installation (default: Debian's 15).
 set -euo pipefail
 
-BIN=/usr/lib/postgresql/15/bin
-# RUST_BACKTRACE would make pgrx append a backtrace to the DETAIL of re-raised errors.
-as_postgres() { env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE runuser -u postgres -- "$@"; }
+BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+# Every server listens on its own socket directory, so all can use the standard port number.
+SOCKET_PORT=5432
+as_postgres() { runuser -u postgres -- "$@"; }
 
 prepare_dir() {
     mkdir -p "$1"
@@ -23,34 +32,94 @@ prepare_dir() {
     fi
 }
 
+# The socket directory of server DIR: DIR itself, unless the socket's path would pass the
+# kernel's limit (107 bytes), then a directory under /tmp named after DIR.
+socket_dir() {
+    local dir=$1
+    if ((${#dir} + ${#SOCKET_PORT} + 10 <= 100)); then
+        echo "$dir"
+    else
+        echo "/tmp/fenced_lock-$(printf '%s' "$dir" | md5sum | cut -c1-16)"
+    fi
+}
+
+fail_with_log() {
+    echo "pg.sh: $1; the last lines of $2:" >&2
+    tail -n 25 "$2" 2>/dev/null | sed 's/^/    /' >&2
+    exit 1
+}
+
+port_taken() {
+    echo "pg.sh: port $1 on 127.0.0.1 is already in use by another program." >&2
+    echo "       Choose another one, e.g.: make run PORT=$(($1 + 1))" >&2
+    exit 1
+}
+
+# Binds the port as PostgreSQL will (SO_REUSEADDR), so a taken port is reported plainly
+# before initdb and pg_ctl rather than as a line in the server's log.
+check_port_free() {
+    python3 -c 'import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))' "$1" 2>/dev/null || port_taken "$1"
+}
+
+# start DIR TCP_PORT [-c ...]: TCP_PORT empty for a socket-only server.
 start() {
-    local dir=$1 port=$2
+    local dir=$1 tcp_port=$2
     shift 2
     if as_postgres "$BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
         return 0
     fi
+    local sockets listen=("-c listen_addresses=''" "-c port=$SOCKET_PORT")
+    [ -z "$tcp_port" ] || listen=("-c listen_addresses=127.0.0.1" "-c port=$tcp_port")
+    sockets=$(socket_dir "$dir")
+    prepare_dir "$sockets"
     as_postgres "$BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-        -o "-c port=$port -c listen_addresses=127.0.0.1 -c unix_socket_directories='' $*" >/dev/null
+        -o "${listen[*]} -c unix_socket_directories='$sockets' $*" >/dev/null && return 0
+    # The port was free when checked, but something took it since.
+    if [ -n "$tcp_port" ] && tail -n 5 "$dir/server.log" | grep -q 'could not bind'; then
+        port_taken "$tcp_port"
+    fi
+    fail_with_log "the server in $dir did not start" "$dir/server.log"
+}
+
+initdb_if_needed() {
+    local dir=$1
+    prepare_dir "$dir"
+    if [ ! -f "$dir/data/PG_VERSION" ]; then
+        as_postgres "$BIN/initdb" -D "$dir/data" --auth=trust --username=postgres \
+            --encoding=UTF8 --locale=C.UTF-8 --no-sync >"$dir/initdb.log" 2>&1 ||
+            fail_with_log "initdb failed in $dir" "$dir/initdb.log"
+    fi
 }
 
 case ${1:-} in
 start)
     dir=$(realpath -m "$2")
-    prepare_dir "$dir"
-    if [ ! -f "$dir/data/PG_VERSION" ]; then
-        as_postgres "$BIN/initdb" -D "$dir/data" --auth=trust --username=postgres \
-            --encoding=UTF8 --locale=C.UTF-8 --no-sync >/dev/null
+    initdb_if_needed "$dir"
+    start "$dir" "" "${@:3}"
+    ;;
+tcp)
+    dir=$(realpath -m "$2") port=$3
+    if ! as_postgres "$BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+        check_port_free "$port"
     fi
-    start "$dir" "$3" "${@:4}"
+    initdb_if_needed "$dir"
+    start "$dir" "$port" "${@:4}"
     ;;
 standby)
-    dir=$(realpath -m "$2")
+    dir=$(realpath -m "$2") primary=$(realpath -m "$3")
     prepare_dir "$dir"
     if [ ! -f "$dir/data/PG_VERSION" ]; then
-        as_postgres "$BIN/pg_basebackup" -h 127.0.0.1 -p "$4" -U postgres -D "$dir/data" \
-            --write-recovery-conf --wal-method=stream --checkpoint=fast --no-sync
+        as_postgres "$BIN/pg_basebackup" -h "$(socket_dir "$primary")" -p "$SOCKET_PORT" \
+            -U postgres -D "$dir/data" --write-recovery-conf --wal-method=stream \
+            --checkpoint=fast --no-sync
     fi
-    start "$dir" "$3" -c hot_standby=on "${@:5}"
+    start "$dir" "" -c hot_standby=on "${@:4}"
+    ;;
+socket)
+    socket_dir "$(realpath -m "$2")"
     ;;
 stop)
     dir=$(realpath -m "$2")
@@ -66,7 +135,8 @@ promote)
     as_postgres "$BIN/pg_ctl" -D "$(realpath -m "$2")/data" -w promote >/dev/null
     ;;
 *)
-    echo "usage: pg.sh start DIR PORT [-c name=value ...] | standby DIR PORT PRIMARY_PORT [-c ...] | stop|crash|promote DIR" >&2
+    echo "usage: pg.sh start DIR [-c name=value ...] | tcp DIR PORT [-c ...]" \
+        "| standby DIR PRIMARY_DIR [-c ...] | socket|stop|crash|promote DIR" >&2
     exit 2
     ;;
 esac

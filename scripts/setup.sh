@@ -5,7 +5,8 @@ set -euo pipefail
 
 PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 PGRX_VERSION=0.18.1
-PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang pkg-config sudo)
+PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang pkg-config sudo
+    locales)
 
 missing=()
 for package in "${PACKAGES[@]}"; do
@@ -27,6 +28,12 @@ fi
 if ! grep -qs "^pg15 = \"$PG_CONFIG\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
     echo "setup: cargo pgrx init --pg15 $PG_CONFIG"
     cargo pgrx init --pg15 "$PG_CONFIG" </dev/null
+fi
+
+# A libc locale other than C, for the collation suite (sql-tests.sh).
+if ! locale -a 2>/dev/null | grep -qix 'en_US.utf8'; then
+    echo "setup: generating the en_US.UTF-8 locale"
+    localedef -i en_US -f UTF-8 en_US.UTF-8
 fi
 
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt

@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# Runs the SQL-level suites against a fresh server on 127.0.0.1: pg_regress (pg_test/sql),
-# isolation specs (pg_test/specs) and the hot-standby suite (pg_test/standby) against a
-# streaming replica of that server. Servers are stopped on exit, pass or fail.
+# Runs the SQL-level suites against a fresh server listening on its own Unix socket:
+# pg_regress (pg_test/sql), isolation specs (pg_test/specs) and the hot-standby suite
+# (pg_test/standby) against a streaming replica of that server. Servers are stopped on exit,
+# pass or fail. Prints one summary line per suite: "<suite>: N passed, M failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PORT=${TEST_PORT:-54316}
-STANDBY_PORT=${STANDBY_PORT:-54317}
 PGXS=/usr/lib/postgresql/15/lib/pgxs/src/test
 ROOT=$PWD/build/sql-tests
 PRIMARY=$ROOT/primary
@@ -22,37 +21,62 @@ cleanup
 rm -rf "$ROOT"
 mkdir -p "$ROOT"
 # A small lock table, so the exhaustion test fills it quickly. A standby needs the same
-# values (or larger) to replay the primary's WAL. A synchronous standby that never connects
-# lets sync_replication.sql cancel a token's wait; commits do not wait (synchronous_commit).
-SETTINGS=(-c max_locks_per_transaction=32 -c max_connections=30 -c max_prepared_transactions=2
-    -c synchronous_standby_names=nobody -c synchronous_commit=local)
+# values (or larger) to replay the primary's WAL.
+SETTINGS=(-c max_locks_per_transaction=32 -c max_connections=30 -c max_prepared_transactions=2)
 # The primary preloads fenced_lock (grants table, 64 entries so the overflow case is cheap to
-# reach); the standby does not, which the standby suite uses to check the fallback.
-scripts/pg.sh start "$PRIMARY" "$PORT" "${SETTINGS[@]}" \
+# reach); the standby does not, which the standby suite uses to check the fallback. The
+# primary runs with RUST_BACKTRACE=1 in its environment: no error of fenced_lock may carry a
+# Rust backtrace (error_fields.sql checks the fields clients see).
+RUST_BACKTRACE=1 scripts/pg.sh start "$PRIMARY" "${SETTINGS[@]}" \
     -c shared_preload_libraries=fenced_lock -c fenced_lock.max_grants=64
+host=$(scripts/pg.sh socket "$PRIMARY")
 
-connection=(--host=127.0.0.1 --port="$PORT" --user=postgres)
 status=0
-show_diffs() { [ -f "$1/regression.diffs" ] && cat "$1/regression.diffs"; }
+# Runs one suite; prints its summary line from the runner's own result lines.
+suite() {
+    local name=$1 outdir=$2
+    shift 2
+    local output
+    output=$("$@" 2>&1) || status=1
+    echo "$output"
+    [ -f "$outdir/regression.diffs" ] && cat "$outdir/regression.diffs"
+    local passed failed
+    # pg_regress 15 prints "test NAME ... ok"; 16 and later print TAP ("ok N - NAME").
+    passed=$(grep -cE '^test .*\.\.\. ok|^ok [0-9]' <<<"$output" || true)
+    failed=$(grep -cE '^test .*\.\.\. FAILED|^not ok [0-9]' <<<"$output" || true)
+    echo "$name: $passed passed, $failed failed"
+}
 
 tests=$(cd pg_test/sql && ls ./*.sql | sed 's|^\./||; s|\.sql$||')
-"$PGXS/regress/pg_regress" "${connection[@]}" --inputdir=pg_test --outputdir="$ROOT/regress" \
-    --dbname=fenced_lock_regress --load-extension=fenced_lock $tests ||
-    { status=1; show_diffs "$ROOT/regress"; }
+suite regress "$ROOT/regress" "$PGXS/regress/pg_regress" --host="$host" --user=postgres \
+    --inputdir=pg_test --outputdir="$ROOT/regress" --dbname=fenced_lock_regress \
+    --load-extension=fenced_lock $tests
 
 specs=$(cd pg_test/specs && ls ./*.spec | sed 's|^\./||; s|\.spec$||')
-"$PGXS/isolation/pg_isolation_regress" "${connection[@]}" --inputdir=pg_test \
-    --outputdir="$ROOT/isolation" --dbname=fenced_lock_isolation --load-extension=fenced_lock \
-    $specs || { status=1; show_diffs "$ROOT/isolation"; }
+suite isolation "$ROOT/isolation" "$PGXS/isolation/pg_isolation_regress" --host="$host" \
+    --user=postgres --inputdir=pg_test --outputdir="$ROOT/isolation" \
+    --dbname=fenced_lock_isolation --load-extension=fenced_lock $specs
+
+# Named keys in databases whose collation is not C: ICU, and libc's en_US.UTF-8.
+psql "host=$host user=postgres dbname=postgres" -qX \
+    -c "CREATE DATABASE fenced_lock_icu TEMPLATE template0 LOCALE_PROVIDER icu
+        ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'" \
+    -c "CREATE DATABASE fenced_lock_en_us TEMPLATE template0 LOCALE 'en_US.UTF-8'"
+for database in fenced_lock_icu fenced_lock_en_us; do
+    psql "host=$host user=postgres dbname=$database" -qXc "CREATE EXTENSION fenced_lock"
+    suite "collation ($database)" "$ROOT/$database" "$PGXS/regress/pg_regress" --host="$host" \
+        --user=postgres --inputdir=pg_test/collation --outputdir="$ROOT/$database" \
+        --use-existing --dbname=$database collation
+done
 
 # Hot standby: a database with the extension, replicated, then the standby suite against it.
-psql "postgresql://postgres@127.0.0.1:$PORT/postgres" -qXc "CREATE DATABASE fenced_lock_standby" \
+psql "host=$host user=postgres dbname=postgres" -qXc "CREATE DATABASE fenced_lock_standby" \
     -c "\\c fenced_lock_standby" -c "CREATE EXTENSION fenced_lock"
-scripts/pg.sh standby "$STANDBY" "$STANDBY_PORT" "$PORT" "${SETTINGS[@]}"
+scripts/pg.sh standby "$STANDBY" "$PRIMARY" "${SETTINGS[@]}"
 standby_tests=$(cd pg_test/standby/sql && ls ./*.sql | sed 's|^\./||; s|\.sql$||')
-"$PGXS/regress/pg_regress" --host=127.0.0.1 --port="$STANDBY_PORT" --user=postgres \
-    --inputdir=pg_test/standby --outputdir="$ROOT/standby-regress" --use-existing \
-    --dbname=fenced_lock_standby $standby_tests ||
-    { status=1; show_diffs "$ROOT/standby-regress"; }
+suite standby "$ROOT/standby-regress" "$PGXS/regress/pg_regress" \
+    --host="$(scripts/pg.sh socket "$STANDBY")" --user=postgres --inputdir=pg_test/standby \
+    --outputdir="$ROOT/standby-regress" --use-existing --dbname=fenced_lock_standby \
+    $standby_tests
 
 exit $status

@@ -3,6 +3,8 @@
 -- One row per two-int4 advisory lock in this database, held or awaited, with its fenced grant
 -- (token, scope, since) when fenced_lock is preloaded, its namespace's name, and the session.
 CREATE VIEW fenced_locks AS
+-- One snapshot of the lock table serves both uses below.
+WITH locks AS MATERIALIZED (SELECT * FROM pg_catalog.pg_locks)
 SELECT k.ns,
        n.name AS namespace,
        k.id,
@@ -21,14 +23,20 @@ SELECT k.ns,
        a.xact_start,
        a.state_change,
        a.query
-  FROM pg_catalog.pg_locks l
+  FROM locks l
   -- pg_locks shows the keys as unsigned OIDs; show them as the int4 the caller passed.
   CROSS JOIN LATERAL (
       SELECT ((l.classid::int8 + 2147483648) % 4294967296 - 2147483648)::int4 AS ns,
              ((l.objid::int8 + 2147483648) % 4294967296 - 2147483648)::int4 AS id
   ) k
+  -- A backend's session grants are live only while it holds its sentinel lock (locking.rs):
+  -- pg_advisory_unlock_all and DISCARD ALL release it with the grants' locks.
+  LEFT JOIN (SELECT s.pid FROM locks s
+              WHERE s.locktype = 'userlock' AND s.granted AND s.objid = 0 AND s.objsubid = 0
+                AND s.classid::int8 = s.pid) sessions_intact ON sessions_intact.pid = l.pid
   LEFT JOIN @extschema@.fenced_lock_grants() g
          ON l.granted AND g.pid = l.pid AND g.ns = k.ns AND g.id = k.id
+        AND (g.scope = 'transaction' OR sessions_intact.pid IS NOT NULL)
   LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = k.ns
   LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
  WHERE l.locktype = 'advisory' AND l.objsubid = 2
@@ -166,3 +174,9 @@ COMMENT ON FUNCTION acquire_fenced_session(text, text, interval) IS
 COMMENT ON FUNCTION try_acquire_fenced_session(text, text) IS
     'try_acquire_fenced_session(ns, id) for the key (registered id of namespace, '
     'fenced_key(key)).';
+
+-- The ledger's rows are shared by every role: only roles the owner allows may advance them
+-- (GRANT EXECUTE ON FUNCTION fence_check(text, bigint), fence_check_strict(text, bigint)
+-- TO app_role), or any role could store a huge token and lock every honest holder out.
+REVOKE EXECUTE ON FUNCTION fence_check(text, bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION fence_check_strict(text, bigint) FROM PUBLIC;

@@ -22,3 +22,16 @@ CREATE FUNCTION fence_check_strict(resource text, token bigint) RETURNS void
 CREATE FUNCTION enforce_fence() RETURNS trigger
     LANGUAGE c
     AS 'MODULE_PATHNAME', 'enforce_fence';
+
+-- Bare C too: an error raised by its UPDATE (SF001 from enforce_fence, a domain's custom
+-- code) reaches the caller with its own SQLSTATE.
+CREATE FUNCTION fenced_update(
+    target regclass,
+    id anyelement,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS boolean
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update';

@@ -4,7 +4,7 @@
 use crate::grants::Scope;
 use crate::locking::LockKey;
 use pgrx::pg_sys;
-use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::pg_sys::panic::{CaughtError, ErrorReport, ErrorReportWithLevel};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 
@@ -57,13 +57,18 @@ pub enum FencedError {
         key_column: String,
         key: String,
     },
-    /// A value of `changes` that its column's type rejects; the code is the type's own.
-    ValueDoesNotFit {
-        code: PgSqlErrorCode,
-        table: String,
-        column: String,
-        message: String,
+    /// fenced_update's target OID names no relation (dropped since it was looked up).
+    UndefinedTable {
+        oid: u32,
     },
+    /// fenced_update: row-level security shows the row to the caller but does not let it
+    /// update the row, which must not read as "superseded".
+    RowNotUpdatable {
+        table: String,
+        key: String,
+    },
+    /// The token sequence was made UNLOGGED: after a crash it would restart and repeat tokens.
+    UnloggedTokenSequence,
     /// A namespace name that is not registered.
     UnknownNamespace {
         name: String,
@@ -99,7 +104,9 @@ impl FencedError {
             FencedError::FenceColumnNotInteger { .. } => ERRCODE_DATATYPE_MISMATCH,
             FencedError::NotATable { .. } => ERRCODE_WRONG_OBJECT_TYPE,
             FencedError::NoSuchRow { .. } => ERRCODE_NO_DATA_FOUND,
-            FencedError::ValueDoesNotFit { code, .. } => *code,
+            FencedError::UndefinedTable { .. } => ERRCODE_UNDEFINED_TABLE,
+            FencedError::RowNotUpdatable { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
+            FencedError::UnloggedTokenSequence => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::TriggerMisuse { .. } => ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
             FencedError::UnknownNamespace { .. } => ERRCODE_UNDEFINED_OBJECT,
             FencedError::NamespaceTaken { .. } => ERRCODE_UNIQUE_VIOLATION,
@@ -151,12 +158,17 @@ impl FencedError {
                 key_column,
                 key,
             } => format!("no row in {table} with \"{key_column}\" = {key}"),
-            FencedError::ValueDoesNotFit {
-                table,
-                column,
-                message,
-                ..
-            } => format!("value for column \"{column}\" of relation {table}: {message}"),
+            FencedError::UndefinedTable { oid } => {
+                format!("relation with OID {oid} does not exist")
+            }
+            FencedError::RowNotUpdatable { table, key } => format!(
+                "fenced_update: row-level security on {table} does not let this role update the \
+                 row with key {key}"
+            ),
+            FencedError::UnloggedTokenSequence => {
+                "the token sequence of fenced_lock is UNLOGGED: tokens would repeat after a crash"
+                    .into()
+            }
             FencedError::TriggerMisuse { message } => message.clone(),
             FencedError::UnknownNamespace { name } => {
                 format!("fenced lock namespace \"{name}\" is not registered")
@@ -181,6 +193,11 @@ impl FencedError {
             FencedError::LockNotAcquired { holders, .. } => Some(holders_detail(holders)),
             FencedError::ScopeConflict { .. } => Some(
                 "One key, one grant, one token: it cannot be held at both scopes at once.".into(),
+            ),
+            FencedError::RowNotUpdatable { .. } => Some(
+                "The row is visible to this role, and its fence does not refuse the token, but no \
+                 UPDATE policy of the table admits it; nothing was written."
+                    .into(),
             ),
             FencedError::TokenNotReplicated => Some(
                 "The wait for synchronous replication was cancelled before the standby confirmed \
@@ -215,6 +232,9 @@ impl FencedError {
                 "Use the transaction's grant, or take the session lock after the transaction ends."
             }
             FencedError::InvalidArgument { hint, .. } => return hint.map(String::from),
+            FencedError::UnloggedTokenSequence => {
+                "Run ALTER SEQUENCE fencing_token_seq SET LOGGED as the extension's owner."
+            }
             FencedError::FenceColumnNotInteger { .. } => {
                 "The fence column must be smallint, integer or bigint."
             }
@@ -246,6 +266,15 @@ impl FencedError {
         report.report(PgLogLevel::ERROR);
         unreachable!("an ERROR does not return")
     }
+}
+
+/// From _PG_init. pgrx appends a captured Rust backtrace to the DETAIL of every PostgreSQL
+/// error it re-raises when the server's environment sets RUST_BACKTRACE, so what clients saw
+/// would depend on how the server was started. RUST_LIB_BACKTRACE takes precedence over it
+/// for `Backtrace::capture` only (a panic's message in the server log still follows
+/// RUST_BACKTRACE), and the backend is single-threaded, so setting it here is safe.
+pub fn keep_backtraces_out_of_errors() {
+    std::env::set_var("RUST_LIB_BACKTRACE", "0");
 }
 
 pub(crate) fn holders_detail(holders: &[i32]) -> String {
@@ -313,16 +342,6 @@ pub struct StaleToken {
     pub offered: Option<i64>,
 }
 
-impl StaleToken {
-    fn message(&self) -> String {
-        let offered = self.offered.map_or("NULL".to_string(), |t| t.to_string());
-        format!(
-            "stale fencing token {offered} for {}: token {} was already accepted",
-            self.resource, self.accepted
-        )
-    }
-}
-
 /// PostgreSQL's encoding of a five-character SQLSTATE (MAKE_SQLSTATE).
 pub(crate) fn make_sqlstate(code: &[u8; 5]) -> i32 {
     code.iter().enumerate().fold(0, |acc, (i, &c)| {
@@ -330,48 +349,196 @@ pub(crate) fn make_sqlstate(code: &[u8; 5]) -> i32 {
     })
 }
 
-/// Raises SF001 for `stale`. pgrx reports only PostgreSQL's own SQLSTATEs, so this drives the
-/// error machinery itself. Only `resource::with_stale_token_check` calls it, from a bare
-/// `extern "C"` frame that holds nothing to drop: the longjmp skips no destructor.
-///
-/// # Safety
-/// Every Rust frame between this call and the PostgreSQL caller must be free of values that
-/// need dropping.
-pub unsafe fn raise_stale_token(stale: StaleToken) -> ! {
-    unsafe extern "C-unwind" {
-        fn errcode(sqlerrcode: core::ffi::c_int) -> core::ffi::c_int;
-        fn errmsg_internal(fmt: *const core::ffi::c_char, ...) -> core::ffi::c_int;
-        fn errdetail_internal(fmt: *const core::ffi::c_char, ...) -> core::ffi::c_int;
-        fn errhint(fmt: *const core::ffi::c_char, ...) -> core::ffi::c_int;
-        fn errstart(elevel: core::ffi::c_int, domain: *const core::ffi::c_char) -> bool;
-        fn errfinish(
-            filename: *const core::ffi::c_char,
-            lineno: core::ffi::c_int,
-            funcname: *const core::ffi::c_char,
-        );
-    }
-    // Copy every text into palloc'd memory; the Rust values are dropped before the longjmp.
-    let [message, detail, hint] = [
-        stale.message(),
-        "A later holder of the lock already wrote with a larger token: this holder's lease \
-         is over."
-            .to_string(),
-        "Stop this work; do not retry with the same token. Acquire the lock again for a new one."
-            .to_string(),
-    ]
-    .map(|text| {
-        let text = std::ffi::CString::new(text.replace('\0', "")).expect("NULs were removed");
-        unsafe { pg_sys::pstrdup(text.as_ptr()) }
-    });
-    drop(stale);
-    unsafe {
-        if errstart(PgLogLevel::ERROR as _, std::ptr::null()) {
-            errcode(make_sqlstate(STALE_FENCING_TOKEN));
-            errmsg_internal(c"%s".as_ptr(), message);
-            errdetail_internal(c"%s".as_ptr(), detail);
-            errhint(c"%s".as_ptr(), hint);
-            errfinish(c"fenced_lock".as_ptr(), 0, c"raise_stale_token".as_ptr());
+/// An ERROR whose SQLSTATE pgrx's `PgSqlErrorCode` cannot carry: fenced_lock's own SF001, or a
+/// code PostgreSQL raised inside a fenced_lock function that pgrx would turn into XX000 (a
+/// user's RAISE ... USING ERRCODE in a trigger, a domain check's custom code). It is raised by
+/// PostgreSQL's error machinery directly, and only at a bare entry point
+/// (`raw_error_entry!`), where no Rust frame is left to unwind.
+pub struct RawError {
+    sqlstate: i32,
+    message: String,
+    detail: Option<String>,
+    hint: Option<String>,
+}
+
+impl From<StaleToken> for RawError {
+    fn from(stale: StaleToken) -> RawError {
+        let offered = stale.offered.map_or("NULL".to_string(), |t| t.to_string());
+        RawError {
+            sqlstate: make_sqlstate(STALE_FENCING_TOKEN),
+            message: format!(
+                "stale fencing token {offered} for {}: token {} was already accepted",
+                stale.resource, stale.accepted
+            ),
+            detail: Some(
+                "A later holder of the lock already wrote with a larger token: this holder's \
+                 lease is over."
+                    .into(),
+            ),
+            hint: Some(
+                "Stop this work; do not retry with the same token. Acquire the lock again for a \
+                 new one."
+                    .into(),
+            ),
         }
     }
-    unreachable!("errfinish(ERROR) does not return")
+}
+
+impl RawError {
+    /// The error PostgreSQL raised, as pgrx caught it (message, DETAIL, HINT; never pgrx's
+    /// backtrace), with the SQLSTATE PostgreSQL gave it (`sqlstate_recorder`).
+    fn original(report: &ErrorReportWithLevel, sqlstate: i32) -> RawError {
+        RawError {
+            sqlstate,
+            message: report.message().to_string(),
+            detail: report.detail().map(String::from),
+            hint: report.hint().map(String::from),
+        }
+    }
+
+    /// fenced_update: a value that its column's type (or domain) rejects, with the column
+    /// named and the type's own SQLSTATE, custom domain codes included.
+    pub fn value_does_not_fit(
+        table: &str,
+        column: &str,
+        report: &ErrorReportWithLevel,
+        sqlstate: Option<i32>,
+    ) -> RawError {
+        let sqlstate = sqlstate.unwrap_or(report.sql_error_code() as i32);
+        let mut error = RawError::original(report, sqlstate);
+        error.message = format!("value for column \"{column}\" of relation {table}: {}", {
+            error.message
+        });
+        error
+    }
+
+    /// Unwinds to the bare entry point, which raises it. Only valid inside `raw_error_entry!`.
+    pub fn raise_at_entry(self) -> ! {
+        std::panic::panic_any(self)
+    }
+
+    /// Raises this error.
+    ///
+    /// # Safety
+    /// Every Rust frame between this call and the PostgreSQL caller must be free of values that
+    /// need dropping.
+    unsafe fn raise(self) -> ! {
+        unsafe extern "C-unwind" {
+            fn errcode(sqlerrcode: core::ffi::c_int) -> core::ffi::c_int;
+            fn errmsg_internal(fmt: *const core::ffi::c_char, ...) -> core::ffi::c_int;
+            fn errdetail_internal(fmt: *const core::ffi::c_char, ...) -> core::ffi::c_int;
+            fn errhint(fmt: *const core::ffi::c_char, ...) -> core::ffi::c_int;
+            fn errstart(elevel: core::ffi::c_int, domain: *const core::ffi::c_char) -> bool;
+            fn errfinish(
+                filename: *const core::ffi::c_char,
+                lineno: core::ffi::c_int,
+                funcname: *const core::ffi::c_char,
+            );
+        }
+        // Copy every text into palloc'd memory; the Rust values are dropped before the longjmp.
+        let palloc = |text: Option<String>| {
+            text.map(|text| {
+                let text = std::ffi::CString::new(text.replace('\0', "")).expect("NULs removed");
+                unsafe { pg_sys::pstrdup(text.as_ptr()) }
+            })
+        };
+        let sqlstate = self.sqlstate;
+        let message = palloc(Some(self.message)).expect("a message");
+        let (detail, hint) = (palloc(self.detail), palloc(self.hint));
+        unsafe {
+            if errstart(PgLogLevel::ERROR as _, std::ptr::null()) {
+                errcode(sqlstate);
+                errmsg_internal(c"%s".as_ptr(), message);
+                if let Some(detail) = detail {
+                    errdetail_internal(c"%s".as_ptr(), detail);
+                }
+                if let Some(hint) = hint {
+                    errhint(c"%s".as_ptr(), hint);
+                }
+                errfinish(c"fenced_lock".as_ptr(), 0, c"raw_error".as_ptr());
+            }
+        }
+        unreachable!("errfinish(ERROR) does not return")
+    }
+}
+
+thread_local! {
+    /// The SQLSTATE of the last error PostgreSQL reported inside a `raw_error_entry!`
+    /// function: pgrx keeps only the codes its enum knows and reports any other as XX000.
+    static LAST_SQLSTATE: std::cell::Cell<Option<i32>> = const { std::cell::Cell::new(None) };
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn record_sqlstate(_arg: *mut core::ffi::c_void) {
+    unsafe extern "C-unwind" {
+        fn geterrcode() -> core::ffi::c_int;
+    }
+    LAST_SQLSTATE.set(Some(unsafe { geterrcode() }));
+}
+
+/// The SQLSTATE PostgreSQL gave the error pgrx caught as `report` inside a
+/// `raw_error_entry!` function.
+pub fn original_sqlstate(report: &ErrorReportWithLevel) -> Option<i32> {
+    LAST_SQLSTATE
+        .get()
+        .filter(|&code| PgSqlErrorCode::from(code) == report.sql_error_code())
+}
+
+/// Runs `body` for a bare version-1 C function, so that errors keep their SQLSTATE: a
+/// `RawError` (returned, or unwound with `raise_at_entry`) and any PostgreSQL error with a
+/// code pgrx cannot carry are raised as they are; every other error goes through pgrx as for
+/// any `#[pg_extern]` function.
+///
+/// # Safety
+/// Called from a bare `extern "C"` entry point with the function manager's `fcinfo`.
+pub unsafe fn run_raw_entry(
+    fcinfo: pg_sys::FunctionCallInfo,
+    body: fn(pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError>,
+) -> pg_sys::Datum {
+    let error = match unsafe { run_recording_sqlstates(fcinfo, body) } {
+        Ok(datum) => return datum,
+        Err(error) => error,
+    };
+    // Nothing that needs dropping is left in this frame or its callers (PostgreSQL's).
+    unsafe { error.raise() }
+}
+
+unsafe fn run_recording_sqlstates(
+    fcinfo: pg_sys::FunctionCallInfo,
+    body: fn(pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError>,
+) -> Result<pg_sys::Datum, RawError> {
+    let mut recorder = pg_sys::ErrorContextCallback {
+        previous: unsafe { pg_sys::error_context_stack },
+        callback: Some(record_sqlstate),
+        arg: std::ptr::null_mut(),
+    };
+    LAST_SQLSTATE.set(None);
+    unsafe { pg_sys::error_context_stack = &mut recorder };
+    let outcome = std::panic::catch_unwind(|| body(fcinfo));
+    unsafe { pg_sys::error_context_stack = recorder.previous };
+    let payload = match outcome {
+        Ok(result) => return result,
+        Err(payload) => payload,
+    };
+    let payload = match payload.downcast::<RawError>() {
+        Ok(error) => return Err(*error),
+        Err(payload) => payload,
+    };
+    let payload = match payload.downcast::<CaughtError>() {
+        // Unwound from a PgTryBuilder handler: pgrx wrapped it.
+        Ok(caught) => match *caught {
+            CaughtError::RustPanic { payload, ereport } => match payload.downcast::<RawError>() {
+                Ok(error) => return Err(*error),
+                Err(payload) => Box::new(CaughtError::RustPanic { payload, ereport }),
+            },
+            CaughtError::PostgresError(report) => match original_sqlstate(&report) {
+                Some(sqlstate) => return Err(RawError::original(&report, sqlstate)),
+                None => Box::new(CaughtError::PostgresError(report)),
+            },
+            other => Box::new(other) as Box<dyn std::any::Any + Send>,
+        },
+        Err(payload) => payload,
+    };
+    // Any other error: pgrx reports it, as it would for a #[pg_extern] function.
+    unsafe { pg_sys::panic::pgrx_extern_c_guard(|| std::panic::resume_unwind(payload)) }
 }

@@ -11,12 +11,17 @@ use std::ffi::CStr;
 const TOKEN_SEQUENCE: &CStr = c"fencing_token_seq";
 const NAMESPACES_TABLE: &CStr = c"fenced_namespaces";
 const NAMESPACES_NAME_INDEX: &CStr = c"fenced_namespaces_name_key";
+/// `fenced_namespaces.name`, the column its name index covers.
+pub const NAMESPACES_NAME_COLUMN: i16 = 2;
 
 #[derive(Clone, Copy)]
 pub struct Objects {
     pub token_sequence: pg_sys::Oid,
     pub namespaces_table: pg_sys::Oid,
     pub namespaces_name_index: pg_sys::Oid,
+    /// The collation of `fenced_namespaces.name` (the database's default unless changed):
+    /// a scan of its index must compare names as the index orders them.
+    pub namespaces_name_collation: pg_sys::Oid,
 }
 
 thread_local! {
@@ -44,13 +49,31 @@ pub fn objects(fcinfo: pg_sys::FunctionCallInfo) -> Objects {
         }
         relid
     };
+    let token_sequence = find(TOKEN_SEQUENCE);
+    // An UNLOGGED sequence is reset by crash recovery: tokens would start over. ALTER
+    // SEQUENCE ... SET UNLOGGED changes its relcache entry, so this is checked again then.
+    if unsafe { pg_sys::get_rel_persistence(token_sequence) } as u8
+        != pg_sys::RELPERSISTENCE_PERMANENT
+    {
+        FencedError::UnloggedTokenSequence.raise();
+    }
+    let namespaces_table = find(NAMESPACES_TABLE);
     let resolved = Objects {
-        token_sequence: find(TOKEN_SEQUENCE),
-        namespaces_table: find(NAMESPACES_TABLE),
+        token_sequence,
+        namespaces_table,
         namespaces_name_index: find(NAMESPACES_NAME_INDEX),
+        namespaces_name_collation: column_collation(namespaces_table, NAMESPACES_NAME_COLUMN),
     };
     OBJECTS.set(Some(resolved));
     resolved
+}
+
+fn column_collation(table: pg_sys::Oid, attnum: i16) -> pg_sys::Oid {
+    let (mut type_oid, mut typmod, mut collation) = (pg_sys::InvalidOid, 0, pg_sys::InvalidOid);
+    unsafe {
+        pg_sys::get_atttypetypmodcoll(table, attnum, &mut type_oid, &mut typmod, &mut collation)
+    };
+    collation
 }
 
 /// `schema.name` for an object of the extension, quoted, for SQL that fenced_lock's own

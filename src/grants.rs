@@ -87,6 +87,10 @@ pub fn forget_session(key: LockKey) -> Option<i64> {
     Some(grant.token)
 }
 
+pub fn any_session_grant() -> bool {
+    GRANTS.with_borrow(|grants| !grants.session.is_empty())
+}
+
 /// Forgets every session grant; their keys.
 pub fn forget_all_sessions() -> Vec<LockKey> {
     let forgotten: Vec<(LockKey, Option<u32>)> = GRANTS.with_borrow_mut(|grants| {

@@ -78,7 +78,7 @@ fn release_fenced(ns: Option<i32>, id: Option<i32>) -> bool {
 fn release_all_fenced() -> i32 {
     let still_held: Vec<LockKey> = grants::forget_all_sessions()
         .into_iter()
-        .filter(|key| unsafe { pg_sys::LockHeldByMe(&key.locktag(), pg_sys::ExclusiveLock as _) })
+        .filter(|key| crate::locking::held_by_me(&key.locktag()))
         .collect();
     still_held.iter().for_each(|&key| release(key));
     still_held.len() as i32

@@ -32,6 +32,7 @@ pgrx::extension_sql_file!("../sql/finalize.sql", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    errors::keep_backtraces_out_of_errors();
     settings::define();
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         shared_grants::install_hooks();

@@ -164,17 +164,50 @@ fn acquire(
             })
             .execute(),
     };
+    if scope == Scope::Session && !held_by_me(&session_sentinel()) {
+        // Nobody else ever asks for this tag: granted at once.
+        unsafe { pg_sys::LockAcquire(&session_sentinel(), pg_sys::ExclusiveLock as _, true, true) };
+    }
     grants::remember(key, token, scope);
     Some(token)
 }
 
+/// A lock only this backend takes, held at session level beside its session grants.
+/// `pg_advisory_unlock_all()` and `DISCARD ALL` (what poolers run between clients) release
+/// every session-level lock of the advisory lock method, this one included, and nothing else
+/// releases it: when it is gone, every session grant's lock went with it. It shows in
+/// pg_locks as locktype 'userlock' (database, classid = the backend's PID).
+fn session_sentinel() -> pg_sys::LOCKTAG {
+    pg_sys::LOCKTAG {
+        locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+        locktag_field2: unsafe { pg_sys::MyProcPid } as u32,
+        locktag_field3: 0,
+        locktag_field4: 0,
+        locktag_type: pg_sys::LockTagType::LOCKTAG_USERLOCK as u8,
+        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+    }
+}
+
+pub(crate) fn held_by_me(tag: &pg_sys::LOCKTAG) -> bool {
+    unsafe { pg_sys::LockHeldByMe(tag, pg_sys::ExclusiveLock as _) }
+}
+
+/// Forgets (and withdraws from shared memory) every session grant whose lock was released
+/// all at once behind fenced_lock's back, so a lock taken again later is a new grant.
+fn forget_session_grants_released_in_bulk() {
+    if grants::any_session_grant() && !held_by_me(&session_sentinel()) {
+        grants::forget_all_sessions();
+    }
+}
+
 /// The grant this backend holds on `key`: scope and token. Transaction grants follow their
-/// transaction exactly; a session lock can also be dropped behind fenced_lock's back with
-/// `pg_advisory_unlock`, so it is checked against the lock table and forgotten if gone.
+/// transaction exactly; session locks can also be dropped behind fenced_lock's back, all at
+/// once (`pg_advisory_unlock_all`, `DISCARD ALL`: the sentinel tells) or one by one
+/// (`pg_advisory_unlock`: checked against the lock table), and are then forgotten.
 pub(crate) fn current_grant(key: LockKey) -> Option<(Scope, i64)> {
+    forget_session_grants_released_in_bulk();
     let (scope, token) = grants::held(key)?;
-    let lock_gone = scope == Scope::Session
-        && !unsafe { pg_sys::LockHeldByMe(&key.locktag(), pg_sys::ExclusiveLock as _) };
+    let lock_gone = scope == Scope::Session && !held_by_me(&key.locktag());
     if lock_gone {
         grants::forget_session(key);
         return None;

@@ -31,10 +31,15 @@ pub fn namespace_id(fcinfo: pg_sys::FunctionCallInfo, name: &str) -> i32 {
         let mut key = pg_sys::ScanKeyData::default();
         let text = pg_sys::cstring_to_text_with_len(name.as_ptr().cast(), name.len() as i32);
         // Heap attribute number of `name`; systable_beginscan maps it to the index column.
-        pg_sys::ScanKeyInit(
+        // ScanKeyInit compares with the C collation, but the btree is ordered by the column's
+        // collation: with any other, the descent would take wrong turns and miss names.
+        pg_sys::ScanKeyEntryInitialize(
             &mut key,
-            2,
+            0,
+            extension::NAMESPACES_NAME_COLUMN,
             pg_sys::BTEqualStrategyNumber as _,
+            pg_sys::InvalidOid,
+            objects.namespaces_name_collation,
             pg_sys::Oid::from(pg_sys::F_TEXTEQ),
             pg_sys::Datum::from(text),
         );

@@ -35,6 +35,12 @@ pub fn next_token(fcinfo: pg_sys::FunctionCallInfo) -> i64 {
 
 /// The LSN of the sequence's page: the end of the WAL record that logged the sequence's
 /// current state, which covers every value handed out so far, this token included.
+///
+/// No content lock is needed: nextval set the page LSN under its exclusive content lock
+/// before it released it and returned our value, so the LSN read here is at least the one of
+/// the record covering our value. BufferGetLSNAtomic takes the buffer header lock where an
+/// unlocked 8-byte read could tear (hint-bit-only writers), and a concurrent nextval can only
+/// move the LSN forward: flushing further than needed is harmless.
 fn sequence_page_lsn(sequence: pg_sys::Oid) -> pg_sys::XLogRecPtr {
     unsafe {
         // nextval has locked and opened the sequence; this only looks it up.
@@ -47,25 +53,44 @@ fn sequence_page_lsn(sequence: pg_sys::Oid) -> pg_sys::XLogRecPtr {
     }
 }
 
-/// With synchronous replication in force (as for a commit), waits until the synchronous
-/// standbys confirmed `lsn`. A cancelled or interrupted wait returns without confirmation
-/// (PostgreSQL only warns); then no token may be returned, since a failover could lose it.
+/// With synchronous standbys configured, waits until they flushed `lsn` (applied it, when
+/// the session asks for remote_apply), whatever the session's synchronous_commit: any role
+/// may set it to off or local, and a token the standby never received could be issued again
+/// after a failover. A cancelled or interrupted wait returns without confirmation
+/// (PostgreSQL only warns); then no token may be returned.
 fn wait_for_synchronous_standbys(lsn: pg_sys::XLogRecPtr) {
     use pg_sys::SyncCommitLevel::*;
-    let mode = match unsafe { pg_sys::synchronous_commit } as u32 {
-        SYNCHRONOUS_COMMIT_REMOTE_WRITE => pg_sys::SYNC_REP_WAIT_WRITE,
-        SYNCHRONOUS_COMMIT_REMOTE_FLUSH => pg_sys::SYNC_REP_WAIT_FLUSH,
+    let session_level = unsafe { pg_sys::synchronous_commit } as u32;
+    let mode = match session_level {
         SYNCHRONOUS_COMMIT_REMOTE_APPLY => pg_sys::SYNC_REP_WAIT_APPLY,
-        _ => return,
+        _ => pg_sys::SYNC_REP_WAIT_FLUSH,
     } as usize;
     if unsafe { pg_sys::max_wal_senders } == 0 || standbys_confirmed(mode, lsn) {
         return;
     }
+    // SyncRepWaitForLSN waits only as far as synchronous_commit asks (not at all below
+    // remote_write): raise it to `on` (remote flush) for the wait alone.
+    let raise_level = session_level < SYNCHRONOUS_COMMIT_REMOTE_FLUSH;
     unsafe {
+        let nest_level = pg_sys::NewGUCNestLevel();
+        if raise_level {
+            pg_sys::set_config_option(
+                c"synchronous_commit".as_ptr(),
+                c"on".as_ptr(),
+                pg_sys::GucContext::PGC_USERSET,
+                pg_sys::GucSource::PGC_S_SESSION,
+                pg_sys::GucAction::GUC_ACTION_SAVE,
+                true,
+                0,
+                false,
+            );
+        }
         // SyncRepWaitForLSN expects interrupts held, as at commit.
         pg_sys::InterruptHoldoffCount += 1;
         pg_sys::SyncRepWaitForLSN(lsn, false);
         pg_sys::InterruptHoldoffCount -= 1;
+        // Restores the session's own setting (an error in between restores it at abort).
+        pg_sys::AtEOXact_GUC(true, nest_level);
     }
     if !standbys_confirmed(mode, lsn) {
         FencedError::TokenNotReplicated.raise();

@@ -3,9 +3,15 @@
 //! promoted, and the storm continues; the figures show how many tokens the promoted server
 //! issued again. The README's Guarantees section states the outcome.
 
-use fenced_lock_faults::{failovers_during_storms, report, SLOW_WAL_WRITER};
+use fenced_lock_faults::{failovers_during_storms, report, FailoverPlan, SLOW_WAL_WRITER};
 
 const FAILOVERS: usize = 5;
+
+const ASYNCHRONOUS: FailoverPlan = FailoverPlan {
+    synchronous: false,
+    rollback_only: false,
+    client_options: "",
+};
 
 fn main() {
     for (label, settings) in [
@@ -15,8 +21,7 @@ fn main() {
             vec![SLOW_WAL_WRITER],
         ),
     ] {
-        let run =
-            failovers_during_storms("async", [54340, 54341], FAILOVERS, &settings, false, false);
+        let run = failovers_during_storms("async", FAILOVERS, &settings, ASYNCHRONOUS);
         report(
             label,
             run.operations,

@@ -1,5 +1,5 @@
 //! Shared pieces of the fault suite: real PostgreSQL servers started through `scripts/pg.sh`
-//! (as the `postgres` user, on 127.0.0.1), clients, a storm of acquisitions, and the token
+//! (as the `postgres` user, each on a Unix socket in its own directory, no TCP port), clients, a storm of acquisitions, and the token
 //! invariants every test checks.
 
 use postgres::{Client, NoTls};
@@ -17,28 +17,32 @@ fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn pg_sh(args: &[&str]) {
-    let status = Command::new(repo_root().join("scripts/pg.sh"))
+fn pg_sh(args: &[&str]) -> String {
+    let output = Command::new(repo_root().join("scripts/pg.sh"))
         .args(args)
-        .status()
+        .stderr(std::process::Stdio::inherit())
+        .output()
         .expect("scripts/pg.sh runs");
-    assert!(status.success(), "scripts/pg.sh {args:?} failed");
+    assert!(output.status.success(), "scripts/pg.sh {args:?} failed");
+    String::from_utf8(output.stdout).expect("pg.sh prints UTF-8")
 }
 
 /// One PostgreSQL server of the suite, stopped when dropped.
 pub struct Server {
     pub dir: String,
-    pub port: u16,
+    /// The directory of its Unix socket: libpq's `host`.
+    pub socket_dir: String,
     settings: Vec<String>,
 }
 
 impl Server {
     /// A server `name` whose directory was stopped and wiped, not yet started.
-    fn wiped(name: &str, port: u16, settings: &[&str]) -> Server {
+    fn wiped(name: &str, settings: &[&str]) -> Server {
         let dir = repo_root().join("build/faults").join(name);
+        let dir = dir.to_string_lossy().into_owned();
         let server = Server {
-            dir: dir.to_string_lossy().into_owned(),
-            port,
+            socket_dir: pg_sh(&["socket", &dir]).trim().to_string(),
+            dir,
             settings: settings.iter().map(|s| s.to_string()).collect(),
         };
         pg_sh(&["stop", &server.dir]);
@@ -47,20 +51,19 @@ impl Server {
     }
 
     /// A fresh server (its directory is wiped first) with `settings` as `name=value`.
-    pub fn fresh(name: &str, port: u16, settings: &[&str]) -> Server {
-        let server = Server::wiped(name, port, settings);
+    pub fn fresh(name: &str, settings: &[&str]) -> Server {
+        let server = Server::wiped(name, settings);
         server.start();
         server
     }
 
     /// A hot standby streaming from `primary`, with `settings`.
-    pub fn standby_of(primary: &Server, name: &str, port: u16, settings: &[&str]) -> Server {
-        let server = Server::wiped(name, port, settings);
+    pub fn standby_of(primary: &Server, name: &str, settings: &[&str]) -> Server {
+        let server = Server::wiped(name, settings);
         let mut args = vec![
             "standby".to_string(),
             server.dir.clone(),
-            port.to_string(),
-            primary.port.to_string(),
+            primary.dir.clone(),
         ];
         args.extend(
             server
@@ -73,8 +76,7 @@ impl Server {
     }
 
     pub fn start(&self) {
-        let port = self.port.to_string();
-        let mut args = vec!["start", &self.dir, &port];
+        let mut args = vec!["start", self.dir.as_str()];
         for setting in &self.settings {
             args.push("-c");
             args.push(setting);
@@ -93,8 +95,8 @@ impl Server {
 
     pub fn url(&self, database: &str) -> String {
         format!(
-            "host=127.0.0.1 port={} user=postgres dbname={database} connect_timeout=10",
-            self.port
+            "host={} user=postgres dbname={database} connect_timeout=10",
+            self.socket_dir
         )
     }
 
@@ -186,12 +188,23 @@ pub struct Storm {
 
 impl Storm {
     pub fn start(server: &Server, clients: usize, seed: u64, fates: Fates) -> Storm {
+        Storm::start_with_options(server, clients, seed, fates, "")
+    }
+
+    /// A storm whose clients connect with libpq `options` (e.g. `-c synchronous_commit=off`).
+    pub fn start_with_options(
+        server: &Server,
+        clients: usize,
+        seed: u64,
+        fates: Fates,
+        options: &str,
+    ) -> Storm {
         let stop = Arc::new(AtomicBool::new(false));
         let result = Arc::new(Mutex::new(StormResult::default()));
         let backend_pids = Arc::new(Mutex::new(Vec::new()));
         let threads = (0..clients)
             .map(|client_number| {
-                let url = server.url(DATABASE);
+                let url = format!("{} options='{options}'", server.url(DATABASE));
                 let (stop, result, pids) = (stop.clone(), result.clone(), backend_pids.clone());
                 thread::spawn(move || {
                     let Ok(mut client) = Client::connect(&url, NoTls) else {
@@ -316,6 +329,14 @@ fn make_synchronous(primary: &Server) {
     }
 }
 
+/// What a failover run does: synchronous standby or not; every storm rolling back (else every
+/// other one); the clients' libpq options.
+pub struct FailoverPlan<'a> {
+    pub synchronous: bool,
+    pub rollback_only: bool,
+    pub client_options: &'a str,
+}
+
 /// How a failover run went.
 pub struct FailoverRun {
     pub operations: u64,
@@ -326,34 +347,32 @@ pub struct FailoverRun {
 /// `failovers` times: a standby is made from the primary (synchronous or not), a storm runs
 /// on the primary, the primary is killed, the standby promoted; then one more storm on the
 /// last primary. Every other storm rolls all its grants back (the longest-unflushed case);
-/// `rollback_only` makes them all do so. Servers are named `{name}-N`, alternating `ports`.
+/// `rollback_only` makes them all do so. Servers are named `{name}-N`.
 pub fn failovers_during_storms(
     name: &str,
-    ports: [u16; 2],
     failovers: usize,
     settings: &[&str],
-    synchronous: bool,
-    rollback_only: bool,
+    plan: FailoverPlan,
 ) -> FailoverRun {
-    let mut primary = Server::fresh(&format!("{name}-0"), ports[0], settings);
+    let mut primary = Server::fresh(&format!("{name}-0"), settings);
     primary.create_database();
     let mut epochs = Vec::new();
     let mut operations = 0;
     for failover in 0..=failovers {
         let standby = (failover < failovers).then(|| {
             let standby_name = format!("{name}-{}", failover + 1);
-            let standby =
-                Server::standby_of(&primary, &standby_name, ports[(failover + 1) % 2], settings);
-            if synchronous {
+            let standby = Server::standby_of(&primary, &standby_name, settings);
+            if plan.synchronous {
                 make_synchronous(&primary);
             }
             standby
         });
-        let fates = match rollback_only || failover % 2 == 1 {
+        let fates = match plan.rollback_only || failover % 2 == 1 {
             true => Fates::RollbackOnly,
             false => Fates::Mixed,
         };
-        let storm = Storm::start(&primary, 4, failover as u64, fates);
+        let storm =
+            Storm::start_with_options(&primary, 4, failover as u64, fates, plan.client_options);
         thread::sleep(Duration::from_millis(500));
         let Some(standby) = standby else {
             let result = storm.finish();

@@ -58,7 +58,7 @@ fn storms_across_faults(
 
 #[test]
 fn immediate_shutdown_during_storm() {
-    let server = Server::fresh("crash", 54331, &[SLOW_WAL_WRITER, PRELOAD]);
+    let server = Server::fresh("crash", &[SLOW_WAL_WRITER, PRELOAD]);
     server.create_database();
     let cycles = 20;
     let (operations, epochs) =
@@ -77,7 +77,7 @@ fn immediate_shutdown_during_storm() {
 
 #[test]
 fn backend_killed_during_storm() {
-    let server = Server::fresh("backend-crash", 54332, &[SLOW_WAL_WRITER, PRELOAD]);
+    let server = Server::fresh("backend-crash", &[SLOW_WAL_WRITER, PRELOAD]);
     server.create_database();
     let cycles = 10;
     let (operations, epochs) = storms_across_faults(&server, cycles, false, |_, storm| {
@@ -105,7 +105,7 @@ fn backend_killed_during_storm() {
 #[test]
 fn control_without_durable_tokens_repeats_tokens() {
     let settings = [SLOW_WAL_WRITER, "fenced_lock.durable_tokens=off"];
-    let server = Server::fresh("crash-control", 54338, &settings);
+    let server = Server::fresh("crash-control", &settings);
     server.create_database();
     let cycles = 10;
     let (operations, epochs) =

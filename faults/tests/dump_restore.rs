@@ -6,7 +6,7 @@ use std::process::Command;
 
 #[test]
 fn restored_database_continues_above_every_earlier_token() {
-    let server = Server::fresh("dump-restore", 54335, &[]);
+    let server = Server::fresh("dump-restore", &[]);
     server.create_database();
     let mut client = server.connect(DATABASE);
     let mut before: Vec<i64> = Vec::new();
@@ -32,8 +32,7 @@ fn restored_database_continues_above_every_earlier_token() {
     assert!(recorded);
 
     let dump = format!("{}/fenced_faults.dump", server.dir);
-    let port = server.port.to_string();
-    let connection = ["-h", "127.0.0.1", "-p", &port, "-U", "postgres"];
+    let connection = ["-h", server.socket_dir.as_str(), "-U", "postgres"];
     let bin = "/usr/lib/postgresql/15/bin";
     let dumped = Command::new(format!("{bin}/pg_dump"))
         .args(connection)

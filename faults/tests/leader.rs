@@ -30,7 +30,7 @@ fn leader_binary() -> PathBuf {
 
 #[test]
 fn three_instances_elect_one_leader_at_a_time() {
-    let server = Server::fresh("leader", 54339, &[]);
+    let server = Server::fresh("leader", &[]);
     server.create_database();
     server
         .connect(DATABASE)

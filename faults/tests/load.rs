@@ -11,7 +11,7 @@ const KEYS: i32 = 4;
 
 #[test]
 fn mutual_exclusion_under_load() {
-    let server = Server::fresh("load", 54333, &["max_connections=40"]);
+    let server = Server::fresh("load", &["max_connections=40"]);
     server.create_database();
     server
         .connect(DATABASE)

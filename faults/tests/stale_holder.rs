@@ -10,7 +10,7 @@ const TRIALS: i32 = 100;
 
 #[test]
 fn stale_holder_is_fenced_off() {
-    let server = Server::fresh("stale-holder", 54334, &[]);
+    let server = Server::fresh("stale-holder", &[]);
     server.create_database();
     let mut admin = server.connect(DATABASE);
     admin

@@ -20,8 +20,10 @@ SELECT fence_check_strict(NULL, 1);
 SELECT fence_check_strict('x', NULL);
 \echo :LAST_ERROR_SQLSTATE
 
--- Operators can read the ledger; nobody but the owner writes it except through the functions.
+-- Operators can read the ledger; nobody but the owner writes it except through the functions,
+-- which only roles granted EXECUTE may call.
 CREATE ROLE fenced_operator;
+GRANT EXECUTE ON FUNCTION fence_check(text, bigint) TO fenced_operator;
 SET ROLE fenced_operator;
 SELECT resource, token FROM fence_ledger ORDER BY resource;
 SELECT fence_check('other', 2) AS through_function;
@@ -30,6 +32,7 @@ UPDATE fence_ledger SET token = 0;
 DELETE FROM fence_ledger;
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
+REVOKE EXECUTE ON FUNCTION fence_check(text, bigint) FROM fenced_operator;
 DROP ROLE fenced_operator;
 
 -- pg_dump carries the ledger's rows.

@@ -1,12 +1,16 @@
--- With synchronous replication in force, a token is returned only once the synchronous
--- standby confirmed its WAL. This server names a standby ('nobody') that never connects, so
--- the wait can only end by cancellation: then the call fails with 57014, never returns the
--- token.
+-- With synchronous standbys configured, a token is returned only once the synchronous
+-- standby confirmed its WAL, whatever the session's synchronous_commit. This test names a
+-- standby ('nobody') that never connects, so the wait can only end by cancellation: then the
+-- call fails with 57014, never returns the token.
 \set SHOW_CONTEXT never
+ALTER SYSTEM SET synchronous_standby_names = 'nobody';
+SELECT pg_catalog.pg_reload_conf();
+-- The checkpointer publishes the new setting to the walsenders' shared state.
+SELECT pg_catalog.pg_sleep(1);
 SHOW synchronous_standby_names;
 
-SET synchronous_commit = on;
 SET statement_timeout = '300ms';
+SET synchronous_commit = on;
 BEGIN;
 SELECT acquire_fenced(9001, 1);
 \echo :LAST_ERROR_SQLSTATE
@@ -15,10 +19,28 @@ ROLLBACK;
 SELECT count(*) AS held FROM pg_catalog.pg_locks
  WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid();
 
--- At synchronous_commit = local (as for commits) there is nothing to wait for.
+-- Any role may turn synchronous_commit down for its commits; the token still waits (a
+-- failover could issue a token the standby never saw), and the setting is the session's again
+-- afterwards.
 SET synchronous_commit = local;
+BEGIN;
+SELECT acquire_fenced(9001, 1);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SHOW synchronous_commit;
+SET synchronous_commit = off;
+BEGIN;
+SELECT acquire_fenced(9001, 1);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SHOW synchronous_commit;
+RESET statement_timeout;
+RESET synchronous_commit;
+
+ALTER SYSTEM RESET synchronous_standby_names;
+SELECT pg_catalog.pg_reload_conf();
+SELECT pg_catalog.pg_sleep(1);
+-- Without synchronous standbys there is nothing to wait for.
 BEGIN;
 SELECT acquire_fenced(9001, 1) > 0 AS token_without_waiting;
 COMMIT;
-RESET statement_timeout;
-RESET synchronous_commit;

@@ -4,7 +4,7 @@
 //! UPDATE locks the row, and a concurrent check re-evaluates against the committed maximum.
 
 use super::spi::{self, SavedPlan};
-use crate::errors::{FencedError, StaleToken};
+use crate::errors::{FencedError, RawError, StaleToken};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::Cell;
@@ -55,16 +55,18 @@ fn fence_check(resource: Option<&str>, token: Option<i64>) -> bool {
 }
 
 /// fence_check_strict(resource, token): like fence_check, but a stale token raises SF001.
-pub fn check_strict(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, StaleToken> {
+pub fn check_strict(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError> {
     let resource: Option<String> = unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 0) };
     let token: Option<i64> = unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 1) };
     let resource = required(resource, "fence_check_strict", "resource");
     let token = required(token, "fence_check_strict", "token");
     accept(&resource, token)
         .map(|()| pg_sys::Datum::from(0))
-        .map_err(|accepted| StaleToken {
-            resource: format!("resource \"{resource}\""),
-            accepted,
-            offered: Some(token),
+        .map_err(|accepted| {
+            RawError::from(StaleToken {
+                resource: format!("resource \"{resource}\""),
+                accepted,
+                offered: Some(token),
+            })
         })
 }

@@ -9,7 +9,7 @@ mod spi;
 mod trigger;
 mod update;
 
-use crate::errors::{raise_stale_token, FencedError, StaleToken};
+use crate::errors::FencedError;
 use pgrx::pg_sys;
 
 pub use update::register_invalidation_callback;
@@ -89,21 +89,11 @@ fn fence_value(datum: pg_sys::Datum, type_oid: pg_sys::Oid) -> i64 {
     }
 }
 
-/// Runs `check` for a bare `extern "C"` entry point that may refuse a stale token with SF001:
-/// errors inside `check` are reported by pgrx as usual; a refusal is raised here, after
-/// `check`'s frames are gone, so the longjmp skips nothing that needs dropping.
-unsafe fn with_stale_token_check(
-    check: impl FnOnce() -> Result<pg_sys::Datum, StaleToken>,
-) -> pg_sys::Datum {
-    match unsafe { pg_sys::panic::pgrx_extern_c_guard(check) } {
-        Ok(datum) => datum,
-        Err(stale) => unsafe { raise_stale_token(stale) },
-    }
-}
-
-/// Declares a bare version-1 C function `$name` whose body may refuse a stale token.
-macro_rules! stale_token_entry {
-    ($name:ident, $finfo:ident, $check:path) => {
+/// Declares a bare version-1 C function `$name` whose errors keep their SQLSTATE
+/// (`errors::run_raw_entry`): a stale token is refused with SF001, and an error PostgreSQL
+/// raises inside (a trigger's SF001, a domain's custom code) reaches the caller unchanged.
+macro_rules! raw_error_entry {
+    ($name:ident, $finfo:ident, $body:path) => {
         #[no_mangle]
         pub extern "C" fn $finfo() -> &'static pg_sys::Pg_finfo_record {
             const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
@@ -114,14 +104,22 @@ macro_rules! stale_token_entry {
         /// Called by PostgreSQL's function manager with a valid `fcinfo`.
         #[no_mangle]
         pub unsafe extern "C-unwind" fn $name(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-            unsafe { with_stale_token_check(|| $check(fcinfo)) }
+            unsafe { crate::errors::run_raw_entry(fcinfo, $body) }
         }
     };
 }
 
-stale_token_entry!(enforce_fence, pg_finfo_enforce_fence, trigger::fire);
-stale_token_entry!(
+raw_error_entry!(enforce_fence, pg_finfo_enforce_fence, trigger::fire);
+raw_error_entry!(
     fence_check_strict,
     pg_finfo_fence_check_strict,
     ledger::check_strict
+);
+raw_error_entry!(fenced_update, pg_finfo_fenced_update, update::fenced_update);
+// 0.1.0's symbol for fenced_update (pgrx's wrapper): a 0.1.0 database keeps working on this
+// library until ALTER EXTENSION fenced_lock UPDATE, and pg_upgrade can load its definition.
+raw_error_entry!(
+    fenced_update_wrapper,
+    pg_finfo_fenced_update_wrapper,
+    update::fenced_update
 );

@@ -3,12 +3,12 @@
 //! statement sends it.
 
 use super::{find_fence_column, relation_display_name};
-use crate::errors::{FencedError, StaleToken};
+use crate::errors::{FencedError, RawError, StaleToken};
 use pgrx::pg_sys;
 
 const DEFAULT_FENCE_COLUMN: &str = "fence";
 
-pub fn fire(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, StaleToken> {
+pub fn fire(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError> {
     unsafe {
         let context = (*fcinfo).context;
         if context.is_null() || (*context).type_ != pg_sys::NodeTag::T_TriggerData {
@@ -43,14 +43,14 @@ pub fn fire(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, StaleToke
         let new_tuple = (*data).tg_newtuple;
         match (value_of((*data).tg_trigtuple), value_of(new_tuple)) {
             (Some(accepted), offered) if offered.is_none_or(|offered| offered < accepted) => {
-                Err(StaleToken {
+                Err(RawError::from(StaleToken {
                     resource: format!(
                         "column \"{column_name}\" of {}",
                         relation_display_name(relation)
                     ),
                     accepted,
                     offered,
-                })
+                }))
             }
             _ => Ok(pg_sys::Datum::from(new_tuple)),
         }

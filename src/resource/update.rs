@@ -1,62 +1,25 @@
 //! fenced_update(target, id, token, changes, key_column, fence_column): in one statement,
-//! `UPDATE target SET <changes>, <fence> = token WHERE <key> = id AND <fence> <= token`.
-//! Equal tokens pass on purpose: a token belongs to one grant, so an equal token is the same
-//! holder writing again. Runs with the caller's rights (column privileges and row-level
-//! security apply); identifiers are quoted, values are always parameters.
+//! `UPDATE target SET <changes>, <fence> = token WHERE <key> = id AND (<fence> <= token OR
+//! <fence> IS NULL)`. Equal tokens pass on purpose: a token belongs to one grant, so an equal
+//! token is the same holder writing again; a NULL fence means no token was accepted yet. Runs
+//! with the caller's rights (column privileges and row-level security apply); identifiers are
+//! quoted, values are always parameters.
+//!
+//! A bare C function (`raw_error_entry!`), so that an error raised by the UPDATE (SF001 from
+//! an enforce_fence trigger, a domain's custom code) reaches the caller with its own SQLSTATE.
 
 use super::spi::{self, SavedPlan};
 use super::{find_column, find_fence_column, relation_display_name, Column};
-use crate::errors::FencedError;
-use pgrx::callconv::{Arg, ArgAbi};
-use pgrx::datum::AnyElement;
-use pgrx::nullable::Nullable;
+use crate::errors::{original_sqlstate, FencedError, RawError};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
-use pgrx::pgrx_sql_entity_graph::metadata::{
-    ArgumentError, ReturnsError, ReturnsRef, SqlMappingRef, SqlTranslatable, TypeOrigin,
-};
 use pgrx::prelude::*;
-use pgrx::JsonB;
-use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, CString};
 use std::rc::Rc;
 
 const FUNCTION: &str = "fenced_update";
-
-/// The `regclass` argument, as a plain OID: the table is opened once, with the lock the
-/// UPDATE takes anyway (RowExclusiveLock), never a weaker one first.
-pub struct TargetTable(pg_sys::Oid);
-
-impl FromDatum for TargetTable {
-    unsafe fn from_polymorphic_datum(
-        datum: pg_sys::Datum,
-        is_null: bool,
-        _: pg_sys::Oid,
-    ) -> Option<Self> {
-        (!is_null).then(|| TargetTable(pg_sys::Oid::from(datum.value() as u32)))
-    }
-}
-
-unsafe impl<'fcx> ArgAbi<'fcx> for TargetTable {
-    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
-        unsafe { arg.unbox_arg_using_from_datum() }.expect("target is not NULL here")
-    }
-
-    unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> Nullable<Self> {
-        unsafe { arg.unbox_arg_using_from_datum() }.into()
-    }
-}
-
-unsafe impl SqlTranslatable for TargetTable {
-    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(TargetTable);
-    const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
-    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> =
-        Ok(SqlMappingRef::literal("regclass"));
-    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
-        Ok(ReturnsRef::One(SqlMappingRef::literal("regclass")));
-}
 
 /// What a saved UPDATE depends on, besides the table's definition (which the plan cache
 /// tracks): the statement text is built from these.
@@ -70,35 +33,39 @@ struct StatementKey {
 }
 
 /// How a value for one changed column is checked before the UPDATE: through the column
-/// type's input function, looked up once.
+/// type's input function, looked up once (in the statements' memory context).
 struct InputCheck {
-    function: Box<pg_sys::FmgrInfo>,
+    function: *mut pg_sys::FmgrInfo,
     io_param: pg_sys::Oid,
     typmod: i32,
 }
 
 /// What a call needs once its table and columns were validated: the saved statements, the
 /// table's name for messages, and the input check of each changed column (in the order of
-/// `StatementKey::changed_columns`; None where the UPDATE alone decides).
+/// `StatementKey::changed_columns`; None where the UPDATE alone decides). Everything the
+/// input functions cache (a domain's constraints, say) lives in `memory`, deleted with it.
 struct Statements {
     update: SavedPlan,
-    row_exists: SavedPlan,
+    fence_of_row: SavedPlan,
     table_name: String,
     checks: Vec<Option<InputCheck>>,
+    memory: pg_sys::MemoryContext,
 }
 
 impl Drop for Statements {
     fn drop(&mut self) {
         self.update.free();
-        self.row_exists.free();
+        self.fence_of_row.free();
+        unsafe { pg_sys::MemoryContextDelete(self.memory) };
     }
 }
 
 #[derive(Default)]
 struct StatementCache {
     statements: HashMap<StatementKey, Rc<Statements>>,
-    /// Tables whose statements must be prepared again (renamed, dropped, altered): the
-    /// relcache callback only records them, the next call drops the statements.
+    /// Cached tables that must be prepared again (renamed, dropped, altered): the relcache
+    /// callback only records them, the next call drops the statements. Only tables that have
+    /// statements are recorded, so the set stays as small as the cache.
     stale_tables: HashSet<pg_sys::Oid>,
     all_stale: bool,
 }
@@ -108,17 +75,36 @@ thread_local! {
 }
 
 pub fn register_invalidation_callback() {
-    unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(on_relcache_invalidation), 0.into()) }
+    unsafe {
+        pg_sys::CacheRegisterRelcacheCallback(Some(on_relcache_invalidation), 0.into());
+        // A renamed schema changes no table's relcache entry, but the saved statements name
+        // the table through it.
+        pg_sys::CacheRegisterSyscacheCallback(
+            pg_sys::SysCacheIdentifier::NAMESPACEOID as _,
+            Some(on_namespace_invalidation),
+            0.into(),
+        );
+    }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn on_relcache_invalidation(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
     CACHE.with_borrow_mut(|cache| match relid {
         pg_sys::InvalidOid => cache.all_stale = true,
-        relid => {
+        relid if cache.statements.keys().any(|key| key.table == relid) => {
             cache.stale_tables.insert(relid);
         }
+        _ => {}
     });
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn on_namespace_invalidation(
+    _arg: pg_sys::Datum,
+    _cache: i32,
+    _hash: u32,
+) {
+    CACHE.with_borrow_mut(|cache| cache.all_stale = true);
 }
 
 fn required<T>(value: Option<T>, argument: &'static str) -> T {
@@ -141,60 +127,153 @@ fn quote_ident(name: &str) -> String {
 
 /// Writes `changes` and the fence to the row whose key is `id`, unless the row already
 /// carries a higher token: true when written, false when the caller's token is stale.
-#[pg_extern(volatile, parallel_unsafe)]
-fn fenced_update(
-    target: Option<TargetTable>,
-    id: Option<AnyElement>,
-    token: Option<i64>,
-    changes: default!(Option<JsonB>, "'{}'"),
-    key_column: default!(Option<&str>, "'id'"),
-    fence_column: default!(Option<&str>, "'fence'"),
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> bool {
-    let table = required(target, "target").0;
-    let id = required(id, "id");
-    let token = required(token, "token");
-    let Value::Object(changes) = required(changes, "changes").0 else {
-        invalid(
-            format!("{FUNCTION}: changes must be a JSON object"),
-            Some("Pass the new values as '{\"column\": value, ...}'."),
-        )
-    };
-    let key_column = required(key_column, "key_column");
-    let fence_column = required(fence_column, "fence_column");
-    // The jsonb argument as PostgreSQL holds it, passed to the UPDATE unchanged.
-    let changes_datum = unsafe { pgrx::fcinfo::pg_getarg_datum(fcinfo, 3) };
-    let mut changes: Vec<(String, Value)> = changes.into_iter().collect();
-    changes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError> {
+    let table: Option<pg_sys::Oid> = unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 0) };
+    let table = required(table, "target");
+    let id = required(unsafe { argument_datum(fcinfo, 1) }, "id");
+    let id_type = unsafe { pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 1) };
+    let token: i64 = required(unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 2) }, "token");
+    let changes = required(unsafe { argument_datum(fcinfo, 3) }, "changes");
+    let key_column: String = required(unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 4) }, "key_column");
+    let fence_column: String = required(
+        unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 5) },
+        "fence_column",
+    );
+    let changes = changed_values(changes);
 
+    // Lock the table by OID first, with the UPDATE's own lock: from here on it cannot be
+    // renamed or dropped, and taking the lock processed the invalidations of whatever
+    // happened to it before, so the statements below name this table and no other.
+    unsafe { pg_sys::LockRelationOid(table, pg_sys::RowExclusiveLock as _) };
+    if !unsafe { relation_exists(table) } {
+        FencedError::UndefinedTable {
+            oid: table.to_u32(),
+        }
+        .raise();
+    }
     let key = StatementKey {
         table,
-        key_type: id.oid(),
-        key_column: key_column.to_string(),
-        fence_column: fence_column.to_string(),
+        key_type: id_type,
+        key_column: key_column.clone(),
+        fence_column,
         changed_columns: changes.iter().map(|(name, _)| name.clone()).collect(),
     };
-    let arguments = [Some(id.datum()), token.into_datum(), changes_datum];
-    spi::connected(|| {
+    let arguments = [
+        Some(id),
+        Some(pg_sys::Datum::from(token)),
+        Some(changes_datum(fcinfo)),
+    ];
+    let written = spi::connected(|| {
         let statements = statements_for(key);
         for ((name, value), check) in changes.iter().zip(&statements.checks) {
-            if let Some(check) = check {
+            if let (Some(check), Some(value)) = (check, value) {
                 check_value_fits(&statements.table_name, name, check, value);
             }
         }
         if statements.update.execute(&arguments) > 0 {
             return true;
         }
-        if statements.row_exists.execute(&arguments[..1]) > 0 {
-            return false;
+        // Not written: the row carries a higher token, or there is no row the caller can see,
+        // or row-level security lets the caller see the row but not update it.
+        if statements.fence_of_row.execute(&arguments[..1]) == 0 {
+            FencedError::NoSuchRow {
+                table: statements.table_name.clone(),
+                key_column: key_column.clone(),
+                key: output_text(id, id_type),
+            }
+            .raise()
         }
-        FencedError::NoSuchRow {
-            table: statements.table_name.clone(),
-            key_column: key_column.to_string(),
-            key: output_text(id.datum(), id.oid()),
+        // fence_of_row reads the fence as int8; NULL (no token yet) would have been written.
+        let superseded = SavedPlan::first_value().is_some_and(|fence| fence.value() as i64 > token);
+        if !superseded {
+            FencedError::RowNotUpdatable {
+                table: statements.table_name.clone(),
+                key: output_text(id, id_type),
+            }
+            .raise()
         }
-        .raise()
-    })
+        false
+    });
+    Ok(pg_sys::Datum::from(written))
+}
+
+/// Argument `n` as PostgreSQL passed it, or None for NULL.
+unsafe fn argument_datum(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<pg_sys::Datum> {
+    let argument = unsafe { *(*fcinfo).args.as_slice((*fcinfo).nargs as usize).get(n)? };
+    (!argument.isnull).then_some(argument.value)
+}
+
+/// The jsonb argument, detoasted, as the UPDATE receives it.
+fn changes_datum(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    let datum = unsafe { argument_datum(fcinfo, 3) }.expect("checked not NULL");
+    pg_sys::Datum::from(unsafe { pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) })
+}
+
+unsafe fn relation_exists(table: pg_sys::Oid) -> bool {
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::RELOID as _,
+            pg_sys::Datum::from(table),
+        );
+        let exists = !tuple.is_null();
+        if exists {
+            pg_sys::ReleaseSysCache(tuple);
+        }
+        exists
+    }
+}
+
+/// The top-level keys of the `changes` object in jsonb's own order, each with its scalar
+/// value as text (as `jsonb_populate_record` would read it: numbers exactly, big or long
+/// ones included), or None for null, arrays and objects, which the UPDATE alone checks.
+fn changed_values(changes: pg_sys::Datum) -> Vec<(String, Option<String>)> {
+    use pg_sys::jbvType as kind;
+    use pg_sys::JsonbIteratorToken::*;
+    unsafe {
+        let jsonb = pg_sys::pg_detoast_datum(changes.cast_mut_ptr()) as *mut pg_sys::Jsonb;
+        if (*jsonb).root.header & pg_sys::JB_FOBJECT == 0 {
+            invalid(
+                format!("{FUNCTION}: changes must be a JSON object"),
+                Some("Pass the new values as '{\"column\": value, ...}'."),
+            );
+        }
+        let mut iterator = pg_sys::JsonbIteratorInit(&mut (*jsonb).root);
+        let mut value = pg_sys::JsonbValue::default();
+        let mut pairs = Vec::new();
+        let mut key = String::new();
+        loop {
+            match pg_sys::JsonbIteratorNext(&mut iterator, &mut value, true) {
+                WJB_KEY => key = jsonb_string(&value),
+                WJB_VALUE => {
+                    let text = match value.type_ {
+                        kind::jbvString => Some(jsonb_string(&value)),
+                        kind::jbvNumeric => Some(
+                            CStr::from_ptr(pg_sys::OidOutputFunctionCall(
+                                pg_sys::Oid::from(pg_sys::F_NUMERIC_OUT),
+                                pg_sys::Datum::from(value.val.numeric),
+                            ))
+                            .to_string_lossy()
+                            .into_owned(),
+                        ),
+                        kind::jbvBool => Some(value.val.boolean.to_string()),
+                        _ => None,
+                    };
+                    pairs.push((std::mem::take(&mut key), text));
+                }
+                WJB_DONE => break,
+                _ => {}
+            }
+        }
+        pairs
+    }
+}
+
+unsafe fn jsonb_string(value: &pg_sys::JsonbValue) -> String {
+    unsafe {
+        let string = value.val.string;
+        let bytes = std::slice::from_raw_parts(string.val.cast::<u8>(), string.len as usize);
+        String::from_utf8_lossy(bytes).into_owned()
+    }
 }
 
 /// The statements for `key`: validated and prepared on first use (stale ones are dropped
@@ -226,7 +305,8 @@ fn statements_for(key: StatementKey) -> Rc<Statements> {
 /// Checks the table, the key and fence columns and every changed column (raising the
 /// documented errors), then prepares the statements.
 fn validate_and_prepare(key: &StatementKey) -> Statements {
-    let relation = unsafe { pg_sys::relation_open(key.table, pg_sys::RowExclusiveLock as _) };
+    // Locked by the caller already; NoLock only looks it up.
+    let relation = unsafe { pg_sys::relation_open(key.table, pg_sys::NoLock as _) };
     let table_name = unsafe { relation_display_name(relation) };
     let relkind = unsafe { (*(*relation).rd_rel).relkind } as u8;
     if ![pg_sys::RELKIND_RELATION, pg_sys::RELKIND_PARTITIONED_TABLE].contains(&relkind) {
@@ -234,7 +314,7 @@ fn validate_and_prepare(key: &StatementKey) -> Statements {
     }
     unsafe { find_column(relation, &key.key_column) };
     unsafe { find_fence_column(relation, &key.fence_column) };
-    let checks = key
+    let columns: Vec<Column> = key
         .changed_columns
         .iter()
         .map(|name| {
@@ -246,16 +326,30 @@ fn validate_and_prepare(key: &StatementKey) -> Statements {
                     Some("The key selects the row and the fence column receives the token."),
                 );
             }
-            input_check(&unsafe { find_column(relation, name) })
+            unsafe { find_column(relation, name) }
         })
         .collect();
     unsafe { pg_sys::relation_close(relation, pg_sys::NoLock as _) };
-    let (update, row_exists) = prepare_statements(key, &table_name);
+    let memory = unsafe {
+        pg_sys::AllocSetContextCreateExtended(
+            pg_sys::CacheMemoryContext,
+            c"fenced_update statements".as_ptr(),
+            pg_sys::ALLOCSET_SMALL_MINSIZE as _,
+            pg_sys::ALLOCSET_SMALL_INITSIZE as _,
+            pg_sys::ALLOCSET_SMALL_MAXSIZE as _,
+        )
+    };
+    let checks = columns
+        .iter()
+        .map(|column| input_check(column, memory))
+        .collect();
+    let (update, fence_of_row) = prepare_statements(key, &table_name);
     Statements {
         update,
-        row_exists,
+        fence_of_row,
         table_name,
         checks,
+        memory,
     }
 }
 
@@ -274,19 +368,21 @@ fn prepare_statements(key: &StatementKey, table_name: &str) -> (SavedPlan, Saved
     };
     let update = format!(
         "UPDATE {table_name} AS t SET {assignments}{fence} = $2{source} \
-         WHERE t.{key_column} = $1 AND t.{fence} <= $2"
+         WHERE t.{key_column} = $1 AND (t.{fence} <= $2 OR t.{fence} IS NULL)"
     );
-    let row_exists = format!("SELECT 1 FROM {table_name} AS t WHERE t.{key_column} = $1");
+    let fence_of_row = format!(
+        "SELECT t.{fence}::pg_catalog.int8 FROM {table_name} AS t WHERE t.{key_column} = $1"
+    );
     let types = [key.key_type, pg_sys::INT8OID, pg_sys::JSONBOID];
     (
         spi::prepare(&update, &types),
-        spi::prepare(&row_exists, &types[..1]),
+        spi::prepare(&fence_of_row, &types[..1]),
     )
 }
 
 /// The input check for a column, or None where the UPDATE alone decides: json/jsonb columns
 /// keep JSON as it is, composite columns take objects.
-fn input_check(column: &Column) -> Option<InputCheck> {
+fn input_check(column: &Column, memory: pg_sys::MemoryContext) -> Option<InputCheck> {
     let skip = [pg_sys::JSONOID, pg_sys::JSONBOID].contains(&column.type_oid)
         || unsafe { pg_sys::get_typtype(column.type_oid) } as u8 == pg_sys::TYPTYPE_COMPOSITE;
     if skip {
@@ -295,8 +391,10 @@ fn input_check(column: &Column) -> Option<InputCheck> {
     unsafe {
         let (mut input, mut io_param) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
         pg_sys::getTypeInputInfo(column.type_oid, &mut input, &mut io_param);
-        let mut function = Box::new(pg_sys::FmgrInfo::default());
-        pg_sys::fmgr_info_cxt(input, &mut *function, pg_sys::TopMemoryContext);
+        let function =
+            pg_sys::MemoryContextAllocZero(memory, std::mem::size_of::<pg_sys::FmgrInfo>())
+                as *mut pg_sys::FmgrInfo;
+        pg_sys::fmgr_info_cxt(input, function, memory);
         Some(InputCheck {
             function,
             io_param,
@@ -307,38 +405,30 @@ fn input_check(column: &Column) -> Option<InputCheck> {
 
 /// A scalar JSON value for a scalar column goes through the column type's input function in
 /// the UPDATE; run it first, so a value that does not fit is reported with its column (and
-/// the type's own SQLSTATE). Arrays and objects are left to the UPDATE.
-fn check_value_fits(table_name: &str, column_name: &str, check: &InputCheck, value: &Value) {
-    let text = match value {
-        Value::String(text) => text.clone(),
-        Value::Number(number) => number.to_string(),
-        Value::Bool(flag) => flag.to_string(),
-        Value::Null | Value::Array(_) | Value::Object(_) => return,
-    };
+/// the type's own SQLSTATE, a domain's custom code included).
+fn check_value_fits(table_name: &str, column_name: &str, check: &InputCheck, text: &str) {
     let Ok(text) = CString::new(text) else {
         invalid(
             format!("{FUNCTION}: value for column \"{column_name}\" contains a NUL character"),
             None,
         )
     };
-    // InputFunctionCall takes a mutable FmgrInfo but only reads it after fmgr_info.
-    let function = &*check.function as *const pg_sys::FmgrInfo as *mut pg_sys::FmgrInfo;
     PgTryBuilder::new(|| unsafe {
         pg_sys::InputFunctionCall(
-            function,
+            check.function,
             text.as_ptr().cast_mut(),
             check.io_param,
             check.typmod,
         );
     })
     .catch_others(|error| match error {
-        CaughtError::PostgresError(report) => FencedError::ValueDoesNotFit {
-            code: report.sql_error_code(),
-            table: table_name.to_string(),
-            column: column_name.to_string(),
-            message: report.message().to_string(),
-        }
-        .raise(),
+        CaughtError::PostgresError(report) => RawError::value_does_not_fit(
+            table_name,
+            column_name,
+            &report,
+            original_sqlstate(&report),
+        )
+        .raise_at_entry(),
         other => other.rethrow(),
     })
     .execute();

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# `make test`: every suite in turn (each runs even when an earlier one failed), then one
+# summary line per suite and a final "N passed, M failed" line. Exits non-zero when any
+# suite failed. Each suite's full output is kept in build/test-logs/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+LOGS=build/test-logs
+rm -rf "$LOGS"
+mkdir -p "$LOGS"
+summaries=()
+total_passed=0 total_failed=0
+
+# Adds one summary line; a suite that failed without any counted failure counts as one.
+record() {
+    local name=$1 passed=$2 failed=$3 status=$4
+    if ((status != 0 && failed == 0)); then
+        failed=1
+    fi
+    summaries+=("$name: $passed passed, $failed failed")
+    total_passed=$((total_passed + passed)) total_failed=$((total_failed + failed))
+}
+
+# Sums cargo test's "test result: ... N passed; M failed" lines.
+cargo_counts() {
+    awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i;
+         if ($(i+1) ~ /^failed/) f += $i } } END { print p + 0, f + 0 }' "$1"
+}
+
+run() {
+    local name=$1
+    shift
+    echo "== $name: $*"
+    "$@" 2>&1 | tee "$LOGS/$name.log"
+    return "${PIPESTATUS[0]}"
+}
+
+make -s setup || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+
+# Another program holds the ports 0.1.0's test servers used, for the whole run.
+python3 scripts/hold-ports.py 54300 54350 &
+holder=$!
+trap 'kill $holder 2>/dev/null' EXIT
+
+run lint make -s lint
+status=$?
+lint_commands=$(make -s -n lint | grep -c '^cargo')
+if ((status == 0)); then record lint "$lint_commands" 0 0; else record lint 0 1 1; fi
+
+run unit make -s unit
+status=$?
+read -r passed failed < <(cargo_counts "$LOGS/unit.log")
+record unit "$passed" "$failed" "$status"
+
+run sql-tests make -s sql-tests
+status=$?
+# sql-tests.sh prints one "<suite>: N passed, M failed" line per suite it ran.
+suite_lines=$(grep -E '^[a-z][a-z_ ()]*: [0-9]+ passed, [0-9]+ failed$' "$LOGS/sql-tests.log")
+while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    name=${line%%: *} counts=${line#*: }
+    passed=${counts%% passed*} failed=${counts#*passed, }
+    record "$name" "$passed" "${failed% failed}" 0
+done <<<"$suite_lines"
+# The script failing without a failed suite (a server that did not start, say) is a failure.
+if ((status != 0)) && ! grep -qE ': [0-9]+ passed, [1-9][0-9]* failed$' <<<"$suite_lines"; then
+    record sql-tests 0 1 1
+fi
+
+run faults make -s faults
+status=$?
+read -r passed failed < <(cargo_counts "$LOGS/faults.log")
+record faults "$passed" "$failed" "$status"
+
+echo
+echo "== summary"
+printf '%s\n' "${summaries[@]}"
+echo "$total_passed passed, $total_failed failed"
+((total_failed == 0))
