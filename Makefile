@@ -16,8 +16,10 @@ all: test
 setup:
 	scripts/setup.sh
 
+# Also installs 0.1.0's script as shipped, so a 0.1.0 database can be made and upgraded.
 install: setup
 	cargo pgrx install --release --pg-config $(PG_CONFIG)
+	install -m 644 sql/fenced_lock--0.1.0.sql $$($(PG_CONFIG) --sharedir)/extension/
 
 run: install
 	scripts/pg.sh tcp $(RUN_DIR) $(PORT) -c shared_preload_libraries=fenced_lock

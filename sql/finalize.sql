@@ -7,6 +7,7 @@ CREATE VIEW fenced_locks AS
 WITH locks AS MATERIALIZED (SELECT * FROM pg_catalog.pg_locks)
 SELECT k.ns,
        n.name AS namespace,
+       g.key,
        k.id,
        l.pid,
        l.granted,
@@ -48,8 +49,8 @@ GRANT SELECT ON fenced_locks TO PUBLIC;
 
 COMMENT ON VIEW fenced_locks IS
     'fenced_lock: every two-int4 advisory lock of this database, held or awaited: key (signed), '
-    'namespace name, holder or waiter, token/scope/acquired_at (when preloaded), wait time, '
-    'blockers, and the session.';
+    'namespace name, the key''s text when acquired by name, holder or waiter, '
+    'token/scope/acquired_at (when preloaded), wait time, blockers, and the session.';
 
 CREATE FUNCTION fenced_lock_holder(ns int4, id int4) RETURNS SETOF @extschema@.fenced_locks
     LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
@@ -68,12 +69,53 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION fenced_lock_holder_named(namespace text, key text)
+    RETURNS SETOF @extschema@.fenced_locks
+    LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    registered int4;
+BEGIN
+    IF namespace IS NULL OR key IS NULL THEN
+        RAISE EXCEPTION 'fenced_lock_holder_named: argument "%" must not be NULL',
+                        CASE WHEN namespace IS NULL THEN 'namespace' ELSE 'key' END
+              USING ERRCODE = 'null_value_not_allowed',
+                    DETAIL = 'Every argument of a fenced_lock function is required.';
+    END IF;
+    SELECT n.ns INTO registered FROM @extschema@.fenced_namespaces n
+     WHERE n.name = fenced_lock_holder_named.namespace;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'fenced lock namespace "%" is not registered', namespace
+              USING ERRCODE = 'undefined_object',
+                    HINT = 'Register it first: SELECT register_namespace(''name'');';
+    END IF;
+    RETURN QUERY SELECT * FROM @extschema@.fenced_lock_holder(registered, @extschema@.fenced_key(key));
+END
+$$;
+
+CREATE FUNCTION fenced_lock_holder_named_bigint(namespace text, key bigint)
+    RETURNS SETOF @extschema@.fenced_locks
+    LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'fenced_lock_holder_named_bigint: argument "key" must not be NULL'
+              USING ERRCODE = 'null_value_not_allowed',
+                    DETAIL = 'Every argument of a fenced_lock function is required.';
+    END IF;
+    RETURN QUERY SELECT * FROM @extschema@.fenced_lock_holder_named(namespace, key::text);
+END
+$$;
+
 COMMENT ON FUNCTION fenced_lock_holder(integer, integer) IS
     'The fenced_locks row of the session holding (ns, id), or no row: for scripts.';
 
 COMMENT ON FUNCTION fenced_lock_grants() IS
-    'The live fenced grants of this database (pid, ns, id, token, scope, acquired_at) from the '
-    'shared grants table; empty unless fenced_lock is in shared_preload_libraries.';
+    'The live fenced grants of this database (pid, ns, id, token, scope, acquired_at, key: the '
+    'text of a named key, its first 64 bytes) from the shared grants table; empty unless '
+    'fenced_lock is in shared_preload_libraries.';
 
 COMMENT ON FUNCTION fenced_lock_grants_available() IS
     'Whether this server keeps the shared grants table (fenced_lock is preloaded).';
@@ -95,6 +137,10 @@ COMMENT ON FUNCTION fenced_update(regclass, anyelement, bigint, jsonb, text, tex
     'Conditional write for a fenced holder: UPDATE target SET <changes>, <fence_column> = token '
     'WHERE <key_column> = id AND <fence_column> <= token. True when written, false when the row '
     'carries a higher token (the caller was superseded); P0002 when there is no such row.';
+
+COMMENT ON FUNCTION fenced_update(regclass, text, bigint, jsonb, text, text) IS
+    'fenced_update with a text id, read as the key column''s type: what an untyped driver '
+    'parameter resolves to, so int, bigint, uuid and text keys need no cast.';
 
 COMMENT ON FUNCTION enforce_fence() IS
     'Trigger function: BEFORE UPDATE ... FOR EACH ROW EXECUTE FUNCTION enforce_fence(''fence'') '
@@ -150,30 +196,63 @@ COMMENT ON FUNCTION register_namespace(text, integer, text) IS
     'lowest free positive id when ns is NULL). Same name and id again: no-op. A name or id taken '
     'by another entry: SQLSTATE 23505.';
 
-COMMENT ON FUNCTION acquire_fenced(text, text) IS
-    'acquire_fenced(ns, id) for the key (registered id of namespace, fenced_key(key)).';
-
-COMMENT ON FUNCTION acquire_fenced(text, text, interval) IS
-    'acquire_fenced(ns, id, timeout) for the key (registered id of namespace, fenced_key(key)).';
-
-COMMENT ON FUNCTION try_acquire_fenced(text, text) IS
-    'try_acquire_fenced(ns, id) for the key (registered id of namespace, fenced_key(key)).';
-
 COMMENT ON FUNCTION force_release(integer, integer) IS
     'Terminate the other backends holding (ns, id), the only way to free another session''s '
     'lock, and return how many. Needs the rights of pg_terminate_backend. The next holder gets '
     'a larger token, so the terminated holder''s late writes are refused at fenced resources.';
 
-COMMENT ON FUNCTION acquire_fenced_session(text, text) IS
+-- Every key-taking function F(ns, id, ...) has two named forms, under names of their own (an
+-- untyped driver call must never pick another key): F_named(namespace text, key text, ...) and
+-- F_named_bigint(namespace text, key bigint, ...), for the key (registered id of namespace,
+-- fenced_key(key)); a bigint key is the same key as its decimal text.
+COMMENT ON FUNCTION acquire_fenced_named(text, text) IS
+    'acquire_fenced(ns, id) for the key (registered id of namespace, fenced_key(key)).';
+COMMENT ON FUNCTION acquire_fenced_named_bigint(text, bigint) IS
+    'acquire_fenced(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
+COMMENT ON FUNCTION acquire_fenced_named(text, text, interval) IS
+    'acquire_fenced(ns, id, timeout) for the key (registered id of namespace, fenced_key(key)).';
+COMMENT ON FUNCTION acquire_fenced_named_bigint(text, bigint, interval) IS
+    'acquire_fenced(ns, id, timeout) for the key (registered id of namespace, fenced_key(key::text)).';
+COMMENT ON FUNCTION try_acquire_fenced_named(text, text) IS
+    'try_acquire_fenced(ns, id) for the key (registered id of namespace, fenced_key(key)).';
+COMMENT ON FUNCTION try_acquire_fenced_named_bigint(text, bigint) IS
+    'try_acquire_fenced(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
+COMMENT ON FUNCTION acquire_fenced_session_named(text, text) IS
     'acquire_fenced_session(ns, id) for the key (registered id of namespace, fenced_key(key)).';
-
-COMMENT ON FUNCTION acquire_fenced_session(text, text, interval) IS
-    'acquire_fenced_session(ns, id, timeout) for the key (registered id of namespace, '
-    'fenced_key(key)).';
-
-COMMENT ON FUNCTION try_acquire_fenced_session(text, text) IS
-    'try_acquire_fenced_session(ns, id) for the key (registered id of namespace, '
-    'fenced_key(key)).';
+COMMENT ON FUNCTION acquire_fenced_session_named_bigint(text, bigint) IS
+    'acquire_fenced_session(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
+COMMENT ON FUNCTION acquire_fenced_session_named(text, text, interval) IS
+    'acquire_fenced_session(ns, id, timeout) for the key (registered id of namespace, fenced_key(key)).';
+COMMENT ON FUNCTION acquire_fenced_session_named_bigint(text, bigint, interval) IS
+    'acquire_fenced_session(ns, id, timeout) for the key (registered id of namespace, fenced_key(key::text)).';
+COMMENT ON FUNCTION try_acquire_fenced_session_named(text, text) IS
+    'try_acquire_fenced_session(ns, id) for the key (registered id of namespace, fenced_key(key)).';
+COMMENT ON FUNCTION try_acquire_fenced_session_named_bigint(text, bigint) IS
+    'try_acquire_fenced_session(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
+COMMENT ON FUNCTION become_leader_named(text, text) IS
+    'become_leader(ns, id) for the key (registered id of namespace, fenced_key(key)).';
+COMMENT ON FUNCTION become_leader_named_bigint(text, bigint) IS
+    'become_leader(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
+COMMENT ON FUNCTION release_fenced_named(text, text) IS
+    'release_fenced(ns, id) for the key (registered id of namespace, fenced_key(key)).';
+COMMENT ON FUNCTION release_fenced_named_bigint(text, bigint) IS
+    'release_fenced(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
+COMMENT ON FUNCTION current_fence_named(text, text) IS
+    'current_fence(ns, id) for the key (registered id of namespace, fenced_key(key)).';
+COMMENT ON FUNCTION current_fence_named_bigint(text, bigint) IS
+    'current_fence(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
+COMMENT ON FUNCTION current_leader_named(text, text) IS
+    'current_leader(ns, id) for the key (registered id of namespace, fenced_key(key)).';
+COMMENT ON FUNCTION current_leader_named_bigint(text, bigint) IS
+    'current_leader(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
+COMMENT ON FUNCTION fenced_lock_holder_named(text, text) IS
+    'fenced_lock_holder(ns, id) for the key (registered id of namespace, fenced_key(key)).';
+COMMENT ON FUNCTION fenced_lock_holder_named_bigint(text, bigint) IS
+    'fenced_lock_holder(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
+COMMENT ON FUNCTION force_release_named(text, text) IS
+    'force_release(ns, id) for the key (registered id of namespace, fenced_key(key)).';
+COMMENT ON FUNCTION force_release_named_bigint(text, bigint) IS
+    'force_release(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
 
 -- The ledger's rows are shared by every role: only roles the owner allows may advance them
 -- (GRANT EXECUTE ON FUNCTION fence_check(text, bigint), fence_check_strict(text, bigint)

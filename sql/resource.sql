@@ -35,3 +35,17 @@ CREATE FUNCTION fenced_update(
 ) RETURNS boolean
     LANGUAGE c VOLATILE PARALLEL UNSAFE
     AS 'MODULE_PATHNAME', 'fenced_update';
+
+-- The same with a text id: what an untyped driver parameter resolves to (unknown prefers
+-- text), read as the key column's type, so no driver needs a cast for int, bigint, uuid or
+-- text keys. Typed ids of any type still take the anyelement form.
+CREATE FUNCTION fenced_update(
+    target regclass,
+    id text,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS boolean
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update';

@@ -1,8 +1,7 @@
 //! Every failure fenced_lock reports, and the one mapping from each to its SQLSTATE,
 //! message, DETAIL and HINT. The README's error table mirrors this file.
 
-use crate::grants::Scope;
-use crate::locking::LockKey;
+use crate::types::{LockKey, NullArgument, Scope};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::{CaughtError, ErrorReport, ErrorReportWithLevel};
 use pgrx::prelude::*;
@@ -85,6 +84,23 @@ pub enum FencedError {
     TriggerMisuse {
         message: String,
     },
+}
+
+impl From<NullArgument> for FencedError {
+    fn from(NullArgument { function, argument }: NullArgument) -> FencedError {
+        FencedError::NullArgument { function, argument }
+    }
+}
+
+/// Raises the error of a failed check (`types::required`, say) as a PostgreSQL ERROR.
+pub trait OrRaise<T> {
+    fn or_raise(self) -> T;
+}
+
+impl<T, E: Into<FencedError>> OrRaise<T> for Result<T, E> {
+    fn or_raise(self) -> T {
+        self.unwrap_or_else(|error| error.into().raise())
+    }
 }
 
 impl FencedError {
@@ -314,19 +330,29 @@ pub fn warn_not_held(key: LockKey, held_by_transaction: bool) {
     .report(PgLogLevel::WARNING);
 }
 
-/// A transaction-scoped lock taken in autocommit mode ends with its statement: say so once per
-/// transaction, but let the call succeed.
-pub fn warn_outside_transaction_block(function: &str, key: LockKey) {
-    ErrorReport::new(
+/// A transaction-scoped lock taken in autocommit mode ends with its statement: an ERROR
+/// (25P01), or with `fenced_lock.outside_transaction = warning` a WARNING once per
+/// transaction, and the call succeeds.
+pub fn outside_transaction_block(function: &str, key: LockKey, level: PgLogLevel) {
+    let report = ErrorReport::new(
         PgSqlErrorCode::ERRCODE_NO_ACTIVE_SQL_TRANSACTION,
         format!("{function} called outside a transaction block"),
         "fenced_lock",
     )
     .set_detail(format!(
-        "The transaction-scoped lock {key} is released when this statement ends."
-    ))
-    .set_hint("Run the acquisition and the work it guards inside BEGIN ... COMMIT.")
-    .report(PgLogLevel::WARNING);
+        "The transaction-scoped lock {key} would be released when this statement ends, before \
+         any later statement could use its token."
+    ));
+    let report = match level {
+        PgLogLevel::WARNING => {
+            report.set_hint("Run the acquisition and the work it guards inside BEGIN ... COMMIT.")
+        }
+        _ => report.set_hint(
+            "Run BEGIN first: BEGIN; SELECT acquire_fenced(...); <the guarded work>; COMMIT; \
+             (SET fenced_lock.outside_transaction = warning takes a statement-long lock.)",
+        ),
+    };
+    report.report(level);
 }
 
 /// SQLSTATE `SF001` ("stale fence"): a write carried a fencing token lower than one the

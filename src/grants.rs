@@ -5,28 +5,12 @@
 //! they were taken in when it rolls back, exactly as PostgreSQL releases their locks.
 //! Session-scoped grants last until released or until the session ends.
 
-use crate::locking::LockKey;
 use crate::shared_grants;
+use crate::types::{LockKey, Scope};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::RefCell;
 use std::collections::HashMap;
-
-/// How long a fenced lock lasts.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Scope {
-    Transaction,
-    Session,
-}
-
-impl Scope {
-    pub fn name(self) -> &'static str {
-        match self {
-            Scope::Transaction => "transaction",
-            Scope::Session => "session",
-        }
-    }
-}
 
 struct TransactionGrant {
     token: i64,
@@ -62,8 +46,12 @@ pub fn held(key: LockKey) -> Option<(Scope, i64)> {
     })
 }
 
-pub fn remember(key: LockKey, token: i64, scope: Scope) {
-    let slot = shared_grants::publish(key, token, scope);
+/// Remembers a new grant; `label` is the text of a named key, for fenced_locks.
+pub fn remember(key: LockKey, label: Option<&str>, token: i64, scope: Scope) {
+    let slot = shared_grants::publish(key, label, token, scope);
+    if slot.is_some() {
+        register_exit_cleanup();
+    }
     GRANTS.with_borrow_mut(|grants| match scope {
         Scope::Transaction => {
             let subxact = unsafe { pg_sys::GetCurrentSubTransactionId() };
@@ -105,13 +93,28 @@ pub fn forget_all_sessions() -> Vec<LockKey> {
 }
 
 /// Every slot this backend has published, for its exit.
-pub fn published_slots() -> Vec<u32> {
+fn published_slots() -> Vec<u32> {
     GRANTS.with_borrow(|grants| {
         let transaction = grants.transaction.values().filter_map(|g| g.slot);
         transaction
             .chain(grants.session.values().filter_map(|g| g.slot))
             .collect()
     })
+}
+
+/// A backend that exits withdraws what it still has published.
+fn register_exit_cleanup() {
+    thread_local! {
+        static REGISTERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if !REGISTERED.replace(true) {
+        unsafe { pg_sys::before_shmem_exit(Some(on_backend_exit), pg_sys::Datum::from(0)) };
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn on_backend_exit(_code: i32, _arg: pg_sys::Datum) {
+    shared_grants::withdraw(published_slots());
 }
 
 /// True the first time it is asked in a transaction, so a warning is given once.

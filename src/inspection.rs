@@ -1,17 +1,25 @@
 //! Operators' tools: force_release frees a key held by other sessions, by terminating them.
 
 use crate::errors::FencedError;
-use crate::locking::key_of;
+use crate::locking::key_forms;
+use crate::types::LockKey;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-/// Terminates the backend(s) holding (ns, id), the only way to free another session's lock,
-/// and returns how many. Runs with the caller's rights: it needs what pg_terminate_backend
-/// needs (superuser, or pg_signal_backend / the holder's role). Refuses the caller's own
-/// backend.
-#[pg_extern(volatile, parallel_unsafe)]
-fn force_release(ns: Option<i32>, id: Option<i32>, fcinfo: pg_sys::FunctionCallInfo) -> i32 {
-    let key = key_of("force_release", ns, id);
+// Terminates the backend(s) holding the key, the only way to free another session's lock,
+// and returns how many. Runs with the caller's rights: it needs what pg_terminate_backend
+// needs (superuser, or pg_signal_backend / the holder's role). Refuses the caller's own
+// backend.
+key_forms! {
+    names: ["force_release", "force_release_named", "force_release_named_bigint"],
+    rust: [force_release, force_release_named, force_release_named_bigint],
+    attributes: [volatile, parallel_unsafe],
+    arguments: (),
+    returns: i32,
+    |fcinfo, _function, keyed| terminate_holders(fcinfo, keyed.key),
+}
+
+fn terminate_holders(fcinfo: pg_sys::FunctionCallInfo, key: LockKey) -> i32 {
     let view = crate::extension::qualified(fcinfo, c"fenced_locks");
     let holders: Vec<i32> = Spi::connect(|client| {
         client

@@ -4,8 +4,9 @@
 //! held key returns the same token, and one release frees it.
 
 use crate::errors::warn_not_held;
-use crate::grants::{self, Scope};
-use crate::locking::{current_grant, key_of, try_acquire, LockKey};
+use crate::grants;
+use crate::locking::{current_grant, held_by_me, key_forms, try_acquire};
+use crate::types::{LockKey, Scope};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -32,45 +33,51 @@ fn release(key: LockKey) {
 
 crate::locking::acquire_functions! {
     scope: Scope::Session,
-    acquire: "acquire_fenced_session",
-    try_acquire: "try_acquire_fenced_session",
-    functions: [acquire_fenced_session, acquire_fenced_session_within,
-                try_acquire_fenced_session, acquire_fenced_session_named,
-                acquire_fenced_session_named_within, try_acquire_fenced_session_named],
+    wait: ["acquire_fenced_session", "acquire_fenced_session_named",
+           "acquire_fenced_session_named_bigint"]
+        as [acquire_fenced_session, acquire_fenced_session_named,
+            acquire_fenced_session_named_bigint],
+    within: [acquire_fenced_session_within, acquire_fenced_session_named_within,
+             acquire_fenced_session_named_bigint_within],
+    try: ["try_acquire_fenced_session", "try_acquire_fenced_session_named",
+          "try_acquire_fenced_session_named_bigint"]
+        as [try_acquire_fenced_session, try_acquire_fenced_session_named,
+            try_acquire_fenced_session_named_bigint],
 }
 
-/// Try to become the leader for (ns, id): the term (a token), or NULL when another session
-/// leads.
-#[pg_extern(volatile, parallel_unsafe)]
-fn become_leader(
-    ns: Option<i32>,
-    id: Option<i32>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> Option<i64> {
-    try_acquire(
-        fcinfo,
-        "become_leader",
-        key_of("become_leader", ns, id),
-        Scope::Session,
-    )
+// Try to become the leader for the key: the term (a token), or NULL when another session
+// leads.
+key_forms! {
+    names: ["become_leader", "become_leader_named", "become_leader_named_bigint"],
+    rust: [become_leader, become_leader_named, become_leader_named_bigint],
+    attributes: [volatile, parallel_unsafe],
+    arguments: (),
+    returns: Option<i64>,
+    |fcinfo, function, keyed| try_acquire(fcinfo, function, keyed, Scope::Session),
 }
 
-/// Releases this session's lock on (ns, id): true, or false with a WARNING when this session
-/// does not hold it at session scope.
-#[pg_extern(volatile, parallel_unsafe)]
-fn release_fenced(ns: Option<i32>, id: Option<i32>) -> bool {
-    let key = key_of("release_fenced", ns, id);
-    match current_grant(key) {
-        Some((Scope::Session, _)) => {
-            grants::forget_session(key);
-            release(key);
-            true
+// Releases this session's lock on the key: true, or false with a WARNING when this session
+// does not hold it at session scope.
+key_forms! {
+    names: ["release_fenced", "release_fenced_named", "release_fenced_named_bigint"],
+    rust: [release_fenced, release_fenced_named, release_fenced_named_bigint],
+    attributes: [volatile, parallel_unsafe],
+    arguments: (),
+    returns: bool,
+    |_fcinfo, _function, keyed| {
+        let key = keyed.key;
+        match current_grant(key) {
+            Some((Scope::Session, _)) => {
+                grants::forget_session(key);
+                release(key);
+                true
+            }
+            held => {
+                warn_not_held(key, held.is_some());
+                false
+            }
         }
-        held => {
-            warn_not_held(key, held.is_some());
-            false
-        }
-    }
+    },
 }
 
 /// Releases every session-scoped fenced lock of this session; how many.
@@ -78,40 +85,55 @@ fn release_fenced(ns: Option<i32>, id: Option<i32>) -> bool {
 fn release_all_fenced() -> i32 {
     let still_held: Vec<LockKey> = grants::forget_all_sessions()
         .into_iter()
-        .filter(|key| crate::locking::held_by_me(&key.locktag()))
+        .filter(|key| held_by_me(&key.locktag()))
         .collect();
     still_held.iter().for_each(|&key| release(key));
     still_held.len() as i32
 }
 
-/// The token this session holds for (ns, id), at either scope, or NULL. Parallel restricted:
-/// a worker process has no grants of its own.
-#[pg_extern(volatile, parallel_restricted)]
-fn current_fence(ns: Option<i32>, id: Option<i32>) -> Option<i64> {
-    current_grant(key_of("current_fence", ns, id)).map(|(_, token)| token)
+// The token this session holds for the key, at either scope, or NULL. Parallel restricted:
+// a worker process has no grants of its own.
+key_forms! {
+    names: ["current_fence", "current_fence_named", "current_fence_named_bigint"],
+    rust: [current_fence, current_fence_named, current_fence_named_bigint],
+    attributes: [volatile, parallel_restricted],
+    arguments: (),
+    returns: Option<i64>,
+    |_fcinfo, _function, keyed| current_grant(keyed.key).map(|(_, token)| token),
 }
 
-/// The session holding (ns, id): pid, application_name, client_addr, and (from the grants
-/// table, when fenced_lock is preloaded; NULL otherwise) its term and since when.
-#[allow(clippy::type_complexity)]
-#[pg_extern(volatile, parallel_restricted)]
-fn current_leader(
-    ns: Option<i32>,
-    id: Option<i32>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> TableIterator<
-    'static,
-    (
-        name!(pid, i32),
-        name!(application_name, Option<String>),
-        name!(client_addr, Option<pgrx::Inet>),
-        name!(term, Option<i64>),
-        name!(since, Option<TimestampWithTimeZone>),
-    ),
-> {
-    let key = key_of("current_leader", ns, id);
+/// pid, application_name, client_addr, term, since.
+type LeaderRow = (
+    i32,
+    Option<String>,
+    Option<pgrx::Inet>,
+    Option<i64>,
+    Option<TimestampWithTimeZone>,
+);
+
+// The session holding the key: pid, application_name, client_addr, and (from the grants
+// table, when fenced_lock is preloaded; NULL otherwise) its term and since when.
+key_forms! {
+    names: ["current_leader", "current_leader_named", "current_leader_named_bigint"],
+    rust: [current_leader, current_leader_named, current_leader_named_bigint],
+    attributes: [volatile, parallel_restricted],
+    arguments: (),
+    returns: TableIterator<
+        'static,
+        (
+            name!(pid, i32),
+            name!(application_name, Option<String>),
+            name!(client_addr, Option<pgrx::Inet>),
+            name!(term, Option<i64>),
+            name!(since, Option<TimestampWithTimeZone>),
+        ),
+    >,
+    |fcinfo, _function, keyed| TableIterator::new(leader_rows(fcinfo, keyed.key)),
+}
+
+fn leader_rows(fcinfo: pg_sys::FunctionCallInfo, key: LockKey) -> Vec<LeaderRow> {
     let view = crate::extension::qualified(fcinfo, c"fenced_locks");
-    let rows = Spi::connect(|client| {
+    Spi::connect(|client| {
         client
             .select(
                 &format!(
@@ -132,6 +154,5 @@ fn current_leader(
             })
             .collect::<Result<Vec<_>, pgrx::spi::Error>>()
     })
-    .unwrap_or_else(|error| panic!("reading fenced_locks failed: {error}"));
-    TableIterator::new(rows)
+    .unwrap_or_else(|error| panic!("reading fenced_locks failed: {error}"))
 }

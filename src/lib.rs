@@ -22,6 +22,7 @@ mod resource;
 mod settings;
 mod shared_grants;
 mod tokens;
+mod types;
 
 ::pgrx::pg_module_magic!(name, version);
 

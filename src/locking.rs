@@ -4,40 +4,61 @@
 //! larger one. This module holds the transaction-scoped SQL functions; `leases` the
 //! session-scoped ones.
 
-use crate::errors::{warn_outside_transaction_block, FencedError};
-use crate::grants::{self, Scope};
+use crate::errors::{outside_transaction_block, FencedError, OrRaise};
+use crate::grants;
+use crate::settings::{OutsideTransaction, OUTSIDE_TRANSACTION};
+use crate::types::{required, LockKey, Scope};
 use crate::{namespaces, tokens};
 use pgrx::datum::Interval;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
-use std::fmt;
 
-/// A namespaced advisory lock key: `ns` is the kind of lock, `id` the entity.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub struct LockKey {
-    pub ns: i32,
-    pub id: i32,
+/// A key as a function received it, resolved: the lock key, and for a named key the text it
+/// was given as (shown by fenced_locks beside the hash).
+pub(crate) struct Keyed {
+    pub key: LockKey,
+    pub label: Option<String>,
 }
 
-impl fmt::Display for LockKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "({}, {})", self.ns, self.id)
+impl Keyed {
+    /// (ns, id): the key itself.
+    pub fn pair(function: &'static str, ns: Option<i32>, id: Option<i32>) -> Keyed {
+        let key = LockKey {
+            ns: required(ns, function, "ns").or_raise(),
+            id: required(id, function, "id").or_raise(),
+        };
+        Keyed { key, label: None }
     }
-}
 
-impl LockKey {
-    /// The tag of the two-int4 advisory lock form (objsubid 2 in pg_locks), the one
-    /// `pg_advisory_xact_lock(int4, int4)` builds.
-    pub(crate) fn locktag(self) -> pg_sys::LOCKTAG {
-        pg_sys::LOCKTAG {
-            locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
-            locktag_field2: self.ns as u32,
-            locktag_field3: self.id as u32,
-            locktag_field4: 2,
-            locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
-            locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+    /// (namespace, key): (the namespace's registered id, fenced_key(key)).
+    pub fn named(
+        fcinfo: pg_sys::FunctionCallInfo,
+        function: &'static str,
+        namespace: Option<&str>,
+        key: Option<&str>,
+    ) -> Keyed {
+        let namespace = required(namespace, function, "namespace").or_raise();
+        let key = required(key, function, "key").or_raise();
+        Keyed {
+            key: LockKey {
+                ns: namespaces::namespace_id(fcinfo, namespace),
+                id: namespaces::fnv1a_32(key.as_bytes()),
+            },
+            label: Some(key.to_string()),
         }
+    }
+
+    /// (namespace, bigint key): the same key as its decimal text, so a driver that sends the
+    /// number as text (or an untyped parameter) locks the same key.
+    pub fn named_bigint(
+        fcinfo: pg_sys::FunctionCallInfo,
+        function: &'static str,
+        namespace: Option<&str>,
+        key: Option<i64>,
+    ) -> Keyed {
+        let key = required(key, function, "key").or_raise();
+        Keyed::named(fcinfo, function, namespace, Some(&key.to_string()))
     }
 }
 
@@ -67,62 +88,36 @@ impl Wait {
     }
 }
 
-pub(crate) fn required<T>(value: Option<T>, function: &'static str, argument: &'static str) -> T {
-    value.unwrap_or_else(|| FencedError::NullArgument { function, argument }.raise())
-}
-
-/// The key (ns, id) from a function's first two arguments, or 22004.
-pub(crate) fn key_of(function: &'static str, ns: Option<i32>, id: Option<i32>) -> LockKey {
-    LockKey {
-        ns: required(ns, function, "ns"),
-        id: required(id, function, "id"),
-    }
-}
-
-/// The key a (namespace name, text key) pair stands for: (registered ns, fenced_key(key)).
-pub(crate) fn named_key_of(
-    fcinfo: pg_sys::FunctionCallInfo,
-    function: &'static str,
-    namespace: Option<&str>,
-    key: Option<&str>,
-) -> LockKey {
-    let namespace = required(namespace, function, "namespace");
-    let key = required(key, function, "key");
-    LockKey {
-        ns: namespaces::namespace_id(fcinfo, namespace),
-        id: namespaces::fnv1a_32(key.as_bytes()),
-    }
-}
-
 /// The three ways the SQL functions ask for a key: wait, wait at most `timeout`, or try.
 pub(crate) fn acquire_waiting(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
-    key: LockKey,
+    keyed: Keyed,
     scope: Scope,
 ) -> i64 {
-    acquire(fcinfo, function, key, Wait::Unbounded, scope)
+    acquire(fcinfo, function, keyed, Wait::Unbounded, scope)
         .expect("an unbounded wait ends in a grant")
 }
 
 pub(crate) fn acquire_within(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
-    key: LockKey,
+    keyed: Keyed,
     timeout: Option<Interval>,
     scope: Scope,
 ) -> i64 {
-    let wait = Wait::from_timeout(required(timeout, function, "timeout"));
-    acquire(fcinfo, function, key, wait, scope).expect("a bounded wait ends in a grant or an error")
+    let wait = Wait::from_timeout(required(timeout, function, "timeout").or_raise());
+    acquire(fcinfo, function, keyed, wait, scope)
+        .expect("a bounded wait ends in a grant or an error")
 }
 
 pub(crate) fn try_acquire(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
-    key: LockKey,
+    keyed: Keyed,
     scope: Scope,
 ) -> Option<i64> {
-    acquire(fcinfo, function, key, Wait::Never, scope)
+    acquire(fcinfo, function, keyed, Wait::Never, scope)
 }
 
 /// Acquires the lock on `key` at `scope` and returns its token, or None when `wait` is `Never`
@@ -130,18 +125,25 @@ pub(crate) fn try_acquire(
 fn acquire(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
-    key: LockKey,
+    keyed: Keyed,
     wait: Wait,
     scope: Scope,
 ) -> Option<i64> {
+    let key = keyed.key;
     if unsafe { pg_sys::RecoveryInProgress() } {
         FencedError::HotStandby.raise();
     }
-    if scope == Scope::Transaction
-        && !unsafe { pg_sys::IsTransactionBlock() }
-        && grants::first_warning_in_transaction()
-    {
-        warn_outside_transaction_block(function, key);
+    // An implicit block (several statements in one simple query) counts as a block.
+    if scope == Scope::Transaction && !unsafe { pg_sys::IsTransactionBlock() } {
+        match OUTSIDE_TRANSACTION.get() {
+            OutsideTransaction::Error => {
+                outside_transaction_block(function, key, PgLogLevel::ERROR)
+            }
+            OutsideTransaction::Warning if grants::first_warning_in_transaction() => {
+                outside_transaction_block(function, key, PgLogLevel::WARNING)
+            }
+            OutsideTransaction::Warning => {}
+        }
     }
     // One grant, one token: a key this backend holds is not locked or numbered again.
     match current_grant(key) {
@@ -168,7 +170,7 @@ fn acquire(
         // Nobody else ever asks for this tag: granted at once.
         unsafe { pg_sys::LockAcquire(&session_sentinel(), pg_sys::ExclusiveLock as _, true, true) };
     }
-    grants::remember(key, token, scope);
+    grants::remember(key, keyed.label.as_deref(), token, scope);
     Some(token)
 }
 
@@ -289,73 +291,100 @@ fn same_tag(a: &pg_sys::LOCKTAG, b: &pg_sys::LOCKTAG) -> bool {
     )
 }
 
-/// The six SQL entry points of one scope: for an (ns, id) key and for a (namespace, key) pair,
-/// wait, wait at most `timeout` (then 55P03), or try (NULL when held elsewhere). `leases`
-/// invokes it for session scope; this module for transaction scope.
+/// The three SQL forms of a key-taking function `F`: `F(ns int4, id int4, ...)`,
+/// `F_named(namespace text, key text, ...)` and `F_named_bigint(namespace text, key bigint,
+/// ...)`. Separate names, not overloads: a driver's untyped parameters would make PostgreSQL
+/// pick the text overload (unknown prefers the string category), and lock another key.
+/// `$body` sees the function's SQL name as `$function` and the resolved `Keyed` as `$keyed`.
+macro_rules! key_forms {
+    (
+        names: [$pair:literal, $named:literal, $bigint:literal],
+        rust: [$pair_fn:ident, $named_fn:ident, $bigint_fn:ident],
+        attributes: [$($attr:tt)*],
+        arguments: ($($arg:ident: $arg_type:ty),*),
+        returns: $ret:ty,
+        |$fcinfo:ident, $function:ident, $keyed:ident| $body:expr $(,)?
+    ) => {
+        #[pg_extern(name = $pair, $($attr)*)]
+        fn $pair_fn(
+            ns: Option<i32>,
+            id: Option<i32>,
+            $($arg: $arg_type,)*
+            fcinfo: pg_sys::FunctionCallInfo,
+        ) -> $ret {
+            let ($fcinfo, $function) = (fcinfo, $pair);
+            let $keyed = $crate::locking::Keyed::pair($function, ns, id);
+            $body
+        }
+
+        #[pg_extern(name = $named, $($attr)*)]
+        fn $named_fn(
+            namespace: Option<&str>,
+            key: Option<&str>,
+            $($arg: $arg_type,)*
+            fcinfo: pg_sys::FunctionCallInfo,
+        ) -> $ret {
+            let ($fcinfo, $function) = (fcinfo, $named);
+            let $keyed = $crate::locking::Keyed::named($fcinfo, $function, namespace, key);
+            $body
+        }
+
+        #[pg_extern(name = $bigint, $($attr)*)]
+        fn $bigint_fn(
+            namespace: Option<&str>,
+            key: Option<i64>,
+            $($arg: $arg_type,)*
+            fcinfo: pg_sys::FunctionCallInfo,
+        ) -> $ret {
+            let ($fcinfo, $function) = (fcinfo, $bigint);
+            let $keyed = $crate::locking::Keyed::named_bigint($fcinfo, $function, namespace, key);
+            $body
+        }
+    };
+}
+pub(crate) use key_forms;
+
+/// The acquire functions of one scope, each in its three key forms: wait, wait at most
+/// `timeout` (then 55P03), or try (NULL when held elsewhere). `leases` invokes it for session
+/// scope; this module for transaction scope.
 macro_rules! acquire_functions {
     (
         scope: $scope:expr,
-        acquire: $acquire:literal,
-        try_acquire: $try:literal,
-        functions: [$wait:ident, $within:ident, $try_fn:ident,
-                    $wait_named:ident, $within_named:ident, $try_named:ident] $(,)?
+        wait: [$w1:literal, $w2:literal, $w3:literal] as [$wf1:ident, $wf2:ident, $wf3:ident],
+        within: [$t1:ident, $t2:ident, $t3:ident],
+        try: [$y1:literal, $y2:literal, $y3:literal] as [$yf1:ident, $yf2:ident, $yf3:ident] $(,)?
     ) => {
-        #[pg_extern(name = $acquire, volatile, parallel_unsafe)]
-        fn $wait(ns: Option<i32>, id: Option<i32>, fcinfo: pg_sys::FunctionCallInfo) -> i64 {
-            let key = $crate::locking::key_of($acquire, ns, id);
-            $crate::locking::acquire_waiting(fcinfo, $acquire, key, $scope)
+        $crate::locking::key_forms! {
+            names: [$w1, $w2, $w3],
+            rust: [$wf1, $wf2, $wf3],
+            attributes: [volatile, parallel_unsafe],
+            arguments: (),
+            returns: i64,
+            |fcinfo, function, keyed| {
+                $crate::locking::acquire_waiting(fcinfo, function, keyed, $scope)
+            }
         }
 
-        #[pg_extern(name = $acquire, volatile, parallel_unsafe)]
-        fn $within(
-            ns: Option<i32>,
-            id: Option<i32>,
-            timeout: Option<pgrx::datum::Interval>,
-            fcinfo: pg_sys::FunctionCallInfo,
-        ) -> i64 {
-            let key = $crate::locking::key_of($acquire, ns, id);
-            $crate::locking::acquire_within(fcinfo, $acquire, key, timeout, $scope)
+        $crate::locking::key_forms! {
+            names: [$w1, $w2, $w3],
+            rust: [$t1, $t2, $t3],
+            attributes: [volatile, parallel_unsafe],
+            arguments: (timeout: Option<pgrx::datum::Interval>),
+            returns: i64,
+            |fcinfo, function, keyed| {
+                $crate::locking::acquire_within(fcinfo, function, keyed, timeout, $scope)
+            }
         }
 
-        #[pg_extern(name = $try, volatile, parallel_unsafe)]
-        fn $try_fn(
-            ns: Option<i32>,
-            id: Option<i32>,
-            fcinfo: pg_sys::FunctionCallInfo,
-        ) -> Option<i64> {
-            let key = $crate::locking::key_of($try, ns, id);
-            $crate::locking::try_acquire(fcinfo, $try, key, $scope)
-        }
-
-        #[pg_extern(name = $acquire, volatile, parallel_unsafe)]
-        fn $wait_named(
-            namespace: Option<&str>,
-            key: Option<&str>,
-            fcinfo: pg_sys::FunctionCallInfo,
-        ) -> i64 {
-            let key = $crate::locking::named_key_of(fcinfo, $acquire, namespace, key);
-            $crate::locking::acquire_waiting(fcinfo, $acquire, key, $scope)
-        }
-
-        #[pg_extern(name = $acquire, volatile, parallel_unsafe)]
-        fn $within_named(
-            namespace: Option<&str>,
-            key: Option<&str>,
-            timeout: Option<pgrx::datum::Interval>,
-            fcinfo: pg_sys::FunctionCallInfo,
-        ) -> i64 {
-            let key = $crate::locking::named_key_of(fcinfo, $acquire, namespace, key);
-            $crate::locking::acquire_within(fcinfo, $acquire, key, timeout, $scope)
-        }
-
-        #[pg_extern(name = $try, volatile, parallel_unsafe)]
-        fn $try_named(
-            namespace: Option<&str>,
-            key: Option<&str>,
-            fcinfo: pg_sys::FunctionCallInfo,
-        ) -> Option<i64> {
-            let key = $crate::locking::named_key_of(fcinfo, $try, namespace, key);
-            $crate::locking::try_acquire(fcinfo, $try, key, $scope)
+        $crate::locking::key_forms! {
+            names: [$y1, $y2, $y3],
+            rust: [$yf1, $yf2, $yf3],
+            attributes: [volatile, parallel_unsafe],
+            arguments: (),
+            returns: Option<i64>,
+            |fcinfo, function, keyed| {
+                $crate::locking::try_acquire(fcinfo, function, keyed, $scope)
+            }
         }
     };
 }
@@ -363,8 +392,10 @@ pub(crate) use acquire_functions;
 
 acquire_functions! {
     scope: Scope::Transaction,
-    acquire: "acquire_fenced",
-    try_acquire: "try_acquire_fenced",
-    functions: [acquire_fenced, acquire_fenced_within, try_acquire_fenced,
-                acquire_fenced_named, acquire_fenced_named_within, try_acquire_fenced_named],
+    wait: ["acquire_fenced", "acquire_fenced_named", "acquire_fenced_named_bigint"]
+        as [acquire_fenced, acquire_fenced_named, acquire_fenced_named_bigint],
+    within: [acquire_fenced_within, acquire_fenced_named_within,
+             acquire_fenced_named_bigint_within],
+    try: ["try_acquire_fenced", "try_acquire_fenced_named", "try_acquire_fenced_named_bigint"]
+        as [try_acquire_fenced, try_acquire_fenced_named, try_acquire_fenced_named_bigint],
 }

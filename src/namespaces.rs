@@ -2,9 +2,9 @@
 //! a key, and `fenced_key` hashes a text key to the second. The lookup on the acquire path is
 //! an index scan through the access method, without SPI or SQL.
 
-use crate::errors::FencedError;
+use crate::errors::{FencedError, OrRaise};
 use crate::extension;
-use crate::locking::required;
+use crate::types::required;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -19,7 +19,7 @@ pub fn fnv1a_32(bytes: &[u8]) -> i32 {
 /// The int4 that a text key stands for in a fenced lock key: 32-bit FNV-1a of its UTF-8 bytes.
 #[pg_extern(immutable, parallel_safe)]
 fn fenced_key(key: Option<&str>) -> i32 {
-    fnv1a_32(required(key, "fenced_key", "key").as_bytes())
+    fnv1a_32(required(key, "fenced_key", "key").or_raise().as_bytes())
 }
 
 /// The registered id of namespace `name`, or 42704.
@@ -92,7 +92,7 @@ fn register_namespace(
     description: default!(Option<&str>, "NULL"),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> i32 {
-    let name = required(name, "register_namespace", "name");
+    let name = required(name, "register_namespace", "name").or_raise();
     let table = extension::qualified(fcinfo, c"fenced_namespaces");
     Spi::connect_mut(|client| {
         let by_name: Option<i32> = scalar(

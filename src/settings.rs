@@ -2,6 +2,24 @@
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
+use pgrx::PostgresGucEnum;
+
+/// What a transaction-scoped acquire does outside a transaction block (autocommit), where its
+/// lock ends with the statement.
+#[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum OutsideTransaction {
+    /// SQLSTATE 25P01: drivers run in autocommit by default and show no warnings, so a
+    /// warning would hand out a token whose lock is already gone, unseen.
+    #[name = c"error"]
+    Error,
+    /// A WARNING, and the lock lasts for the statement (0.1.0's behaviour).
+    #[name = c"warning"]
+    Warning,
+}
+
+/// See `OutsideTransaction`; any role may choose (it only concerns its own calls).
+pub static OUTSIDE_TRANSACTION: GucSetting<OutsideTransaction> =
+    GucSetting::<OutsideTransaction>::new(OutsideTransaction::Error);
 
 /// Flush (and, with synchronous replication, replicate) the WAL behind every token before
 /// returning it. Superuser-only: a token issued without it can be issued again after a crash,
@@ -23,6 +41,15 @@ pub fn define() {
         GucContext::Suset,
         GucFlags::default(),
     );
+    GucRegistry::define_enum_guc(
+        c"fenced_lock.outside_transaction",
+        c"What a transaction-scoped acquire does outside a transaction block: error or warning.",
+        c"error (the default) raises SQLSTATE 25P01, since the lock would end with the \
+          statement; warning takes the statement-long lock and warns.",
+        &OUTSIDE_TRANSACTION,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     // A postmaster-level setting can only be created while the postmaster loads the library;
     // loaded later (not preloaded), there is no grants table for it to size anyway.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
@@ -31,7 +58,7 @@ pub fn define() {
             c"Live fenced grants the shared grants table can show (needs preloading).",
             c"The fenced_locks view shows token, scope and acquired_at for up to this many \
               grants at once; beyond it, acquisition still succeeds and the view shows those \
-              columns as NULL. Each entry takes 48 bytes of shared memory.",
+              columns as NULL. Each entry takes 112 bytes of shared memory.",
             &MAX_GRANTS,
             0,
             10_000_000,

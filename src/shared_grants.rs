@@ -8,13 +8,15 @@
 //! of each in `grants`); a backend that exits removes what is left; a crash restart
 //! re-creates shared memory, and with it an empty table.
 
-use crate::grants::Scope;
-use crate::locking::LockKey;
 use crate::settings;
+use crate::types::{LockKey, Scope};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 const NO_SLOT: u32 = u32::MAX;
+
+/// How much of a named key's text a slot keeps (bytes, cut at a character boundary).
+const LABEL_BYTES: usize = 64;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -28,6 +30,9 @@ struct Slot {
     session: bool,
     in_use: bool,
     next_free: u32,
+    /// The text of a named key (UTF-8, `label_len` bytes; 0 for an (ns, id) key).
+    label_len: u8,
+    label: [u8; LABEL_BYTES],
 }
 
 #[repr(C)]
@@ -103,6 +108,8 @@ unsafe extern "C-unwind" fn create_table() {
                     session: false,
                     in_use: false,
                     next_free,
+                    label_len: 0,
+                    label: [0; LABEL_BYTES],
                 });
             }
         }
@@ -135,12 +142,23 @@ fn with_table<R>(
     }
 }
 
+/// The first LABEL_BYTES bytes of `text` or fewer, ending at a character boundary.
+fn truncated(text: &str) -> &str {
+    let mut end = text.len().min(LABEL_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// Publishes a grant of this backend; its slot, or None (no table, or the table is full).
-pub fn publish(key: LockKey, token: i64, scope: Scope) -> Option<u32> {
+pub fn publish(key: LockKey, label: Option<&str>, token: i64, scope: Scope) -> Option<u32> {
     if !available() {
         return None;
     }
-    register_exit_cleanup();
+    let label = truncated(label.unwrap_or(""));
+    let mut label_bytes = [0; LABEL_BYTES];
+    label_bytes[..label.len()].copy_from_slice(label.as_bytes());
     let acquired_at = unsafe { pg_sys::GetCurrentTimestamp() };
     let (pid, database) = unsafe { (pg_sys::MyProcPid, pg_sys::MyDatabaseId) };
     with_table(pg_sys::LWLockMode::LW_EXCLUSIVE, |table, slots| {
@@ -160,6 +178,8 @@ pub fn publish(key: LockKey, token: i64, scope: Scope) -> Option<u32> {
             session: scope == Scope::Session,
             in_use: true,
             next_free: NO_SLOT,
+            label_len: label.len() as u8,
+            label: label_bytes,
         };
         Some(index)
     })
@@ -186,22 +206,9 @@ pub fn withdraw(indexes: impl IntoIterator<Item = u32>) {
     });
 }
 
-fn register_exit_cleanup() {
-    thread_local! {
-        static REGISTERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    }
-    if !REGISTERED.replace(true) {
-        unsafe { pg_sys::before_shmem_exit(Some(on_backend_exit), pg_sys::Datum::from(0)) };
-    }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn on_backend_exit(_code: i32, _arg: pg_sys::Datum) {
-    withdraw(crate::grants::published_slots());
-}
-
 /// The live fenced grants of the current database, copied out under a shared lock (brief:
-/// one pass over the table), as (pid, ns, id, token, scope, acquired_at).
+/// one pass over the table), as (pid, ns, id, token, scope, acquired_at, key): `key` is the
+/// text of a named key (its first 64 bytes), NULL for an (ns, id) key.
 #[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_restricted)]
 fn fenced_lock_grants() -> TableIterator<
@@ -213,6 +220,7 @@ fn fenced_lock_grants() -> TableIterator<
         name!(token, i64),
         name!(scope, &'static str),
         name!(acquired_at, TimestampWithTimeZone),
+        name!(key, Option<String>),
     ),
 > {
     let database = unsafe { pg_sys::MyDatabaseId };
@@ -234,7 +242,17 @@ fn fenced_lock_grants() -> TableIterator<
             TimestampWithTimeZone::from_datum(pg_sys::Datum::from(slot.acquired_at), false)
         }
         .expect("a timestamp");
-        (slot.pid, slot.ns, slot.id, slot.token, scope.name(), since)
+        let label = (slot.label_len > 0)
+            .then(|| String::from_utf8_lossy(&slot.label[..slot.label_len as usize]).into_owned());
+        (
+            slot.pid,
+            slot.ns,
+            slot.id,
+            slot.token,
+            scope.name(),
+            since,
+            label,
+        )
     }))
 }
 

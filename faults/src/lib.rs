@@ -46,7 +46,7 @@ impl Server {
             settings: settings.iter().map(|s| s.to_string()).collect(),
         };
         pg_sh(&["stop", &server.dir]);
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&server.dir);
         server
     }
 

@@ -35,12 +35,16 @@ BEGIN;
 SELECT acquire_fenced(1, 1, '1 microsecond') > 0 AS tiny_timeout_ok;
 COMMIT;
 
--- Outside a transaction block: succeeds, warns once per statement, the lock ends with it.
+-- Outside a transaction block: 25P01 (api_forms.sql). With
+-- fenced_lock.outside_transaction = warning: succeeds, warns once per statement, the lock
+-- ends with it.
+SET fenced_lock.outside_transaction = warning;
 SELECT acquire_fenced(1, 2) > 0 AS autocommit_token;
 SELECT try_acquire_fenced(1, 3) > 0 AS autocommit_try_token;
 SELECT count(acquire_fenced(1, g)) AS autocommit_many FROM pg_catalog.generate_series(10, 12) g;
 SELECT count(*) AS still_held FROM pg_catalog.pg_locks
  WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid();
+RESET fenced_lock.outside_transaction;
 -- Inside BEGIN ... COMMIT there is no warning.
 BEGIN;
 SELECT acquire_fenced(1, 2) > 0 AS in_block_token;

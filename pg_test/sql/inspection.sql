@@ -42,7 +42,7 @@ SELECT count(*) AS after_release FROM fenced_locks WHERE ns = 9301 AND id = 3;
 -- Two namespaces with the same ids are kept apart.
 SELECT register_namespace('inspect-b', 9302) AS ns_b;
 BEGIN;
-SELECT acquire_fenced('inspect', 'same') > 0, acquire_fenced('inspect-b', 'same') > 0;
+SELECT acquire_fenced_named('inspect', 'same') > 0, acquire_fenced_named('inspect-b', 'same') > 0;
 SELECT namespace, id = fenced_key('same') AS hashed_id, scope FROM fenced_locks ORDER BY ns;
 COMMIT;
 

@@ -27,22 +27,22 @@ SELECT ns, name, description, created_at <= now() AS stamped FROM fenced_namespa
 
 -- String keys: (registered ns, fenced_key(key)), the same lock as the int4 form.
 BEGIN;
-SELECT acquire_fenced('billing', 'order:42') AS named_token \gset
+SELECT acquire_fenced_named('billing', 'order:42') AS named_token \gset
 SELECT acquire_fenced(1, fenced_key('order:42')) = :named_token AS same_grant_as_int_form;
-SELECT try_acquire_fenced('billing', 'order:42') = :named_token AS try_same_grant,
-       acquire_fenced('billing', 'order:42', '0') = :named_token AS timeout_same_grant;
+SELECT try_acquire_fenced_named('billing', 'order:42') = :named_token AS try_same_grant,
+       acquire_fenced_named('billing', 'order:42', '0') = :named_token AS timeout_same_grant;
 SELECT classid, objid::int4 = fenced_key('order:42') AS objid_is_hash FROM pg_catalog.pg_locks
  WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid();
 -- Two namespaces with the same key are two locks.
-SELECT acquire_fenced('reports', 'order:42') > :named_token AS other_namespace_other_lock;
+SELECT acquire_fenced_named('reports', 'order:42') > :named_token AS other_namespace_other_lock;
 SELECT count(*) AS locks_held FROM pg_catalog.pg_locks
  WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid();
 COMMIT;
-SELECT acquire_fenced('nope', 'x');
+SELECT acquire_fenced_named('nope', 'x');
 \echo :LAST_ERROR_SQLSTATE
-SELECT acquire_fenced('billing', NULL::text);
+SELECT acquire_fenced_named('billing', NULL::text);
 \echo :LAST_ERROR_SQLSTATE
-SELECT try_acquire_fenced(NULL::text, 'x');
+SELECT try_acquire_fenced_named(NULL::text, 'x');
 \echo :LAST_ERROR_SQLSTATE
 
 -- Writable only by the owner and the roles it grants; readable by all.
@@ -73,11 +73,11 @@ DELETE FROM fenced_namespaces;
 
 -- The session-scoped functions take string keys too.
 SELECT register_namespace('leases', 11) AS leases;
-SELECT acquire_fenced_session('leases', 'primary') AS lease \gset
+SELECT acquire_fenced_session_named('leases', 'primary') AS lease \gset
 SELECT current_fence(11, fenced_key('primary')) = :lease AS same_lock_as_int_form,
-       try_acquire_fenced_session('leases', 'primary') = :lease AS try_same_grant,
-       acquire_fenced_session('leases', 'primary', '0') = :lease AS timeout_same_grant;
+       try_acquire_fenced_session_named('leases', 'primary') = :lease AS try_same_grant,
+       acquire_fenced_session_named('leases', 'primary', '0') = :lease AS timeout_same_grant;
 SELECT release_fenced(11, fenced_key('primary')) AS released;
-SELECT acquire_fenced_session('nope', 'primary');
+SELECT acquire_fenced_session_named('nope', 'primary');
 \echo :LAST_ERROR_SQLSTATE
 DELETE FROM fenced_namespaces;

@@ -4,7 +4,8 @@
 //! UPDATE locks the row, and a concurrent check re-evaluates against the committed maximum.
 
 use super::spi::{self, SavedPlan};
-use crate::errors::{FencedError, RawError, StaleToken};
+use crate::errors::{OrRaise, RawError, StaleToken};
+use crate::types::required;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::Cell;
@@ -41,25 +42,21 @@ fn accept(resource: &str, token: i64) -> Result<(), i64> {
     })
 }
 
-fn required<T>(value: Option<T>, function: &'static str, argument: &'static str) -> T {
-    value.unwrap_or_else(|| FencedError::NullArgument { function, argument }.raise())
-}
-
 /// Records `token` as the highest accepted for `resource` and returns true, or returns false
 /// when a higher token was already accepted.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(@extschema@, pg_temp)]
 fn fence_check(resource: Option<&str>, token: Option<i64>) -> bool {
-    let resource = required(resource, "fence_check", "resource");
-    accept(resource, required(token, "fence_check", "token")).is_ok()
+    let resource = required(resource, "fence_check", "resource").or_raise();
+    accept(resource, required(token, "fence_check", "token").or_raise()).is_ok()
 }
 
 /// fence_check_strict(resource, token): like fence_check, but a stale token raises SF001.
 pub fn check_strict(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError> {
     let resource: Option<String> = unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 0) };
     let token: Option<i64> = unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 1) };
-    let resource = required(resource, "fence_check_strict", "resource");
-    let token = required(token, "fence_check_strict", "token");
+    let resource = required(resource, "fence_check_strict", "resource").or_raise();
+    let token = required(token, "fence_check_strict", "token").or_raise();
     accept(&resource, token)
         .map(|()| pg_sys::Datum::from(0))
         .map_err(|accepted| {

@@ -10,7 +10,8 @@
 
 use super::spi::{self, SavedPlan};
 use super::{find_column, find_fence_column, relation_display_name, Column};
-use crate::errors::{original_sqlstate, FencedError, RawError};
+use crate::errors::{original_sqlstate, FencedError, OrRaise, RawError};
+use crate::types;
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
@@ -108,13 +109,7 @@ unsafe extern "C-unwind" fn on_namespace_invalidation(
 }
 
 fn required<T>(value: Option<T>, argument: &'static str) -> T {
-    value.unwrap_or_else(|| {
-        FencedError::NullArgument {
-            function: FUNCTION,
-            argument,
-        }
-        .raise()
-    })
+    types::required(value, FUNCTION, argument).or_raise()
 }
 
 fn invalid(message: String, hint: Option<&'static str>) -> ! {
@@ -312,7 +307,7 @@ fn validate_and_prepare(key: &StatementKey) -> Statements {
     if ![pg_sys::RELKIND_RELATION, pg_sys::RELKIND_PARTITIONED_TABLE].contains(&relkind) {
         FencedError::NotATable { table: table_name }.raise();
     }
-    unsafe { find_column(relation, &key.key_column) };
+    let key_column = unsafe { find_column(relation, &key.key_column) };
     unsafe { find_fence_column(relation, &key.fence_column) };
     let columns: Vec<Column> = key
         .changed_columns
@@ -343,7 +338,7 @@ fn validate_and_prepare(key: &StatementKey) -> Statements {
         .iter()
         .map(|column| input_check(column, memory))
         .collect();
-    let (update, fence_of_row) = prepare_statements(key, &table_name);
+    let (update, fence_of_row) = prepare_statements(key, &key_column, &table_name);
     Statements {
         update,
         fence_of_row,
@@ -353,7 +348,24 @@ fn validate_and_prepare(key: &StatementKey) -> Statements {
     }
 }
 
-fn prepare_statements(key: &StatementKey, table_name: &str) -> (SavedPlan, SavedPlan) {
+fn prepare_statements(
+    key: &StatementKey,
+    key_column: &Column,
+    table_name: &str,
+) -> (SavedPlan, SavedPlan) {
+    // A text id (what an untyped driver parameter becomes) is read as the key column's type,
+    // as a literal would be: '42' for an integer key, a UUID's text for a uuid key.
+    let key_value = match key.key_type == pg_sys::TEXTOID && key_column.type_oid != pg_sys::TEXTOID
+    {
+        true => format!("CAST($1 AS {})", unsafe {
+            CStr::from_ptr(pg_sys::format_type_with_typemod(
+                key_column.type_oid,
+                key_column.typmod,
+            ))
+            .to_string_lossy()
+        }),
+        false => "$1".to_string(),
+    };
     let key_column = quote_ident(&key.key_column);
     let fence = quote_ident(&key.fence_column);
     let assignments: String = key
@@ -368,10 +380,11 @@ fn prepare_statements(key: &StatementKey, table_name: &str) -> (SavedPlan, Saved
     };
     let update = format!(
         "UPDATE {table_name} AS t SET {assignments}{fence} = $2{source} \
-         WHERE t.{key_column} = $1 AND (t.{fence} <= $2 OR t.{fence} IS NULL)"
+         WHERE t.{key_column} = {key_value} AND (t.{fence} <= $2 OR t.{fence} IS NULL)"
     );
     let fence_of_row = format!(
-        "SELECT t.{fence}::pg_catalog.int8 FROM {table_name} AS t WHERE t.{key_column} = $1"
+        "SELECT t.{fence}::pg_catalog.int8 FROM {table_name} AS t \
+         WHERE t.{key_column} = {key_value}"
     );
     let types = [key.key_type, pg_sys::INT8OID, pg_sys::JSONBOID];
     (

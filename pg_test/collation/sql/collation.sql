@@ -9,9 +9,9 @@ SELECT count(register_namespace(name, ns::int4))
        WITH ORDINALITY AS names(name, ns);
 -- Every registered name is found, by every acquire form.
 BEGIN;
-SELECT count(*) FILTER (WHERE try_acquire_fenced(name, 'k') IS NOT NULL) AS found_by_try,
-       count(*) FILTER (WHERE acquire_fenced(name, 'k2') > 0) AS found_by_acquire,
-       count(*) FILTER (WHERE acquire_fenced(name, 'k3', '1s') > 0) AS found_by_timeout
+SELECT count(*) FILTER (WHERE try_acquire_fenced_named(name, 'k') IS NOT NULL) AS found_by_try,
+       count(*) FILTER (WHERE acquire_fenced_named(name, 'k2') > 0) AS found_by_acquire,
+       count(*) FILTER (WHERE acquire_fenced_named(name, 'k3', '1s') > 0) AS found_by_timeout
   FROM fenced_namespaces;
 -- ... as the key it was registered with.
 SELECT count(*) AS keys_as_registered
@@ -20,6 +20,6 @@ SELECT count(*) AS keys_as_registered
 COMMIT;
 -- An unregistered name is still reported as one (42704), whatever its case.
 BEGIN;
-SELECT try_acquire_fenced('beta', 'k');
+SELECT try_acquire_fenced_named('beta', 'k');
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
