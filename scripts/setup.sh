@@ -6,7 +6,9 @@ set -euo pipefail
 PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 PGRX_VERSION=0.18.1
 PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang pkg-config sudo
-    locales)
+    locales pgbouncer python3-venv)
+# The driver suite runs node-postgres: Debian's Node.js where the machine has none.
+command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

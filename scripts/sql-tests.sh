@@ -72,6 +72,9 @@ done
 # The upgrade from 0.1.0 (scripts/upgrade-test.sh prints its own summary line).
 scripts/upgrade-test.sh "$host" || status=1
 
+# The driver suite: four drivers, directly and through PgBouncer (its own summary line).
+pg_test/drivers/run.sh "$host" || status=1
+
 # Hot standby: a database with the extension, replicated, then the standby suite against it.
 psql "host=$host user=postgres dbname=postgres" -qXc "CREATE DATABASE fenced_lock_standby" \
     -c "\\c fenced_lock_standby" -c "CREATE EXTENSION fenced_lock"

@@ -221,7 +221,8 @@ VOLATILE PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'force_release_named_bigint_wrapper';
 
--- fenced_update with a text id (an untyped driver parameter), read as the key column's type.
+-- fenced_update with a table name and/or an id given as text (untyped driver parameters):
+-- the name looked up as regclass input would, the id read as the key column's type.
 CREATE FUNCTION @extschema@.fenced_update(
     target regclass,
     id text,
@@ -232,9 +233,38 @@ CREATE FUNCTION @extschema@.fenced_update(
 ) RETURNS boolean
     LANGUAGE c VOLATILE PARALLEL UNSAFE
     AS 'MODULE_PATHNAME', 'fenced_update';
+
+CREATE FUNCTION @extschema@.fenced_update(
+    target text,
+    id anyelement,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS boolean
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update';
+
+CREATE FUNCTION @extschema@.fenced_update(
+    target text,
+    id text,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS boolean
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update';
+
 COMMENT ON FUNCTION fenced_update(regclass, text, bigint, jsonb, text, text) IS
     'fenced_update with a text id, read as the key column''s type: what an untyped driver '
     'parameter resolves to, so int, bigint, uuid and text keys need no cast.';
+COMMENT ON FUNCTION fenced_update(text, anyelement, bigint, jsonb, text, text) IS
+    'fenced_update with the table given by name (looked up through search_path): what an '
+    'untyped driver parameter resolves to.';
+COMMENT ON FUNCTION fenced_update(text, text, bigint, jsonb, text, text) IS
+    'fenced_update with the table given by name and a text id: every parameter untyped, as '
+    'asyncpg, node-postgres and tokio-postgres send them.';
 
 -- fenced_locks: a key column (the text of a key acquired by name), kept in the grants table;
 -- a session grant's token is shown only while its lock was not released behind fenced_lock's

@@ -142,6 +142,14 @@ COMMENT ON FUNCTION fenced_update(regclass, text, bigint, jsonb, text, text) IS
     'fenced_update with a text id, read as the key column''s type: what an untyped driver '
     'parameter resolves to, so int, bigint, uuid and text keys need no cast.';
 
+COMMENT ON FUNCTION fenced_update(text, anyelement, bigint, jsonb, text, text) IS
+    'fenced_update with the table given by name (looked up through search_path): what an '
+    'untyped driver parameter resolves to.';
+
+COMMENT ON FUNCTION fenced_update(text, text, bigint, jsonb, text, text) IS
+    'fenced_update with the table given by name and a text id: every parameter untyped, as '
+    'asyncpg, node-postgres and tokio-postgres send them.';
+
 COMMENT ON FUNCTION enforce_fence() IS
     'Trigger function: BEFORE UPDATE ... FOR EACH ROW EXECUTE FUNCTION enforce_fence(''fence'') '
     'refuses, with SQLSTATE SF001, any UPDATE that lowers the fence column or sets it to NULL.';

@@ -36,11 +36,34 @@ CREATE FUNCTION fenced_update(
     LANGUAGE c VOLATILE PARALLEL UNSAFE
     AS 'MODULE_PATHNAME', 'fenced_update';
 
--- The same with a text id: what an untyped driver parameter resolves to (unknown prefers
--- text), read as the key column's type, so no driver needs a cast for int, bigint, uuid or
--- text keys. Typed ids of any type still take the anyelement form.
+-- The same with a table name and/or an id given as text: what untyped driver parameters
+-- resolve to (unknown prefers text). The name is looked up as regclass input would; a text id
+-- is read as the key column's type. So no driver needs a cast for int, bigint, uuid or text
+-- keys, nor a regclass type of its own. Typed ids of any type take the anyelement forms.
 CREATE FUNCTION fenced_update(
     target regclass,
+    id text,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS boolean
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update';
+
+CREATE FUNCTION fenced_update(
+    target text,
+    id anyelement,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS boolean
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update';
+
+CREATE FUNCTION fenced_update(
+    target text,
     id text,
     token bigint,
     changes jsonb DEFAULT '{}',

@@ -306,6 +306,7 @@ macro_rules! key_forms {
         |$fcinfo:ident, $function:ident, $keyed:ident| $body:expr $(,)?
     ) => {
         #[pg_extern(name = $pair, $($attr)*)]
+        #[allow(clippy::type_complexity)] // pgrx needs table rows spelled out
         fn $pair_fn(
             ns: Option<i32>,
             id: Option<i32>,
@@ -318,6 +319,7 @@ macro_rules! key_forms {
         }
 
         #[pg_extern(name = $named, $($attr)*)]
+        #[allow(clippy::type_complexity)] // pgrx needs table rows spelled out
         fn $named_fn(
             namespace: Option<&str>,
             key: Option<&str>,
@@ -330,6 +332,7 @@ macro_rules! key_forms {
         }
 
         #[pg_extern(name = $bigint, $($attr)*)]
+        #[allow(clippy::type_complexity)] // pgrx needs table rows spelled out
         fn $bigint_fn(
             namespace: Option<&str>,
             key: Option<i64>,

@@ -123,8 +123,7 @@ fn quote_ident(name: &str) -> String {
 /// Writes `changes` and the fence to the row whose key is `id`, unless the row already
 /// carries a higher token: true when written, false when the caller's token is stale.
 pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError> {
-    let table: Option<pg_sys::Oid> = unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 0) };
-    let table = required(table, "target");
+    let table = target_table(fcinfo);
     let id = required(unsafe { argument_datum(fcinfo, 1) }, "id");
     let id_type = unsafe { pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 1) };
     let token: i64 = required(unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 2) }, "token");
@@ -190,6 +189,25 @@ pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, 
         false
     });
     Ok(pg_sys::Datum::from(written))
+}
+
+/// The target's OID: a regclass as given, or a table name (the text form an untyped driver
+/// parameter takes) looked up as regclass input would, through search_path.
+fn target_table(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Oid {
+    let target = required(unsafe { argument_datum(fcinfo, 0) }, "target");
+    match unsafe { pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 0) } {
+        pg_sys::TEXTOID => unsafe {
+            let name = pg_sys::text_to_cstring(target.cast_mut_ptr());
+            let oid = pg_sys::OidInputFunctionCall(
+                pg_sys::Oid::from(pg_sys::F_REGCLASSIN),
+                name,
+                pg_sys::InvalidOid,
+                -1,
+            );
+            pg_sys::Oid::from(oid.value() as u32)
+        },
+        _ => pg_sys::Oid::from(target.value() as u32),
+    }
 }
 
 /// Argument `n` as PostgreSQL passed it, or None for NULL.

@@ -1,0 +1,139 @@
+// The driver suite's patterns, run by node-postgres, which sends every parameter untyped (as
+// text), directly and through PgBouncer in transaction mode.
+//     node patterns.js ROUTE   (ROUTE: direct | pooled)
+// Prints one line per pattern, "node-postgres <route> <pattern>: ok" or "... FAILED: why",
+// and exits 1 if any failed.
+'use strict';
+const pg = require('pg');
+
+// int8 arrives as a string unless told otherwise ("9" > "10"): read tokens as BigInt.
+pg.types.setTypeParser(20, BigInt);
+
+const route = process.argv[2];
+const pooled = route === 'pooled';
+const config = {
+  host: process.env[pooled ? 'DRIVERS_POOLED_HOST' : 'DRIVERS_HOST'],
+  port: Number(process.env[pooled ? 'DRIVERS_POOLED_PORT' : 'DRIVERS_PORT']),
+  database: process.env.DRIVERS_DATABASE,
+  user: 'postgres',
+};
+const BASE = pooled ? 500 : 400;
+
+async function one(client, sql, ...params) {
+  const result = await client.query(sql, params);
+  return result.rows.length ? Object.values(result.rows[0])[0] : null;
+}
+
+async function sqlstateOf(client, sql, ...params) {
+  try {
+    await one(client, sql, ...params);
+  } catch (error) {
+    return error.code;
+  }
+  return null;
+}
+
+function check(condition, message) {
+  if (!condition) throw new Error(message);
+}
+
+const patterns = {
+  async guarded_write(a) {
+    await one(a, 'BEGIN');
+    const token = await one(a, 'SELECT acquire_fenced($1, $2)', 4201, BASE + 1);
+    const changes = JSON.stringify({ v: `node-postgres ${route}` });
+    const written = await one(a, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', BASE + 1,
+      token, changes);
+    await one(a, 'COMMIT');
+    check(typeof token === 'bigint' && token > 0n, `token ${token} is not a positive BigInt`);
+    check(written === true, `fenced_update returned ${written}`);
+    const stale = await one(a, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', BASE + 1,
+      token - 1n, changes);
+    check(stale === false, `a lower token wrote: ${stale}`);
+  },
+
+  async skip_if_busy(a, b) {
+    await one(a, 'BEGIN');
+    await one(a, 'SELECT acquire_fenced($1, $2)', 4201, BASE + 2);
+    await one(b, 'BEGIN');
+    const busy = await one(b, 'SELECT try_acquire_fenced($1, $2)', 4201, BASE + 2);
+    await one(b, 'ROLLBACK');
+    await one(a, 'ROLLBACK');
+    check(busy === null, `try_acquire_fenced on a held key returned ${busy}`);
+  },
+
+  async bounded_wait(a, b) {
+    await one(a, 'BEGIN');
+    await one(a, 'SELECT acquire_fenced($1, $2)', 4201, BASE + 2);
+    await one(b, 'BEGIN');
+    // A bare number bound to an interval means seconds: say the unit.
+    const state = await sqlstateOf(b, 'SELECT acquire_fenced($1, $2, $3)', 4201, BASE + 2,
+      '100 milliseconds');
+    await one(b, 'ROLLBACK');
+    await one(a, 'ROLLBACK');
+    check(state === '55P03', `SQLSTATE ${state}`);
+  },
+
+  async stale_write(a) {
+    await one(a, 'BEGIN');
+    const older = await one(a, 'SELECT acquire_fenced($1, $2)', 4201, BASE + 3);
+    const newer = await one(a, 'SELECT acquire_fenced($1, $2)', 4201, BASE + 4);
+    await one(a, 'COMMIT');
+    const resource = `drivers/node-postgres/${route}`;
+    await one(a, 'SELECT fence_check_strict($1, $2)', resource, newer);
+    const state = await sqlstateOf(a, 'SELECT fence_check_strict($1, $2)', resource, older);
+    check(state === 'SF001', `SQLSTATE ${state}`);
+  },
+
+  async named_and_bigint(a) {
+    const big = 5000000000n + BigInt(BASE);
+    await one(a, 'BEGIN');
+    const named = await one(a, 'SELECT acquire_fenced_named($1, $2)', 'drivers', `order:${BASE}`);
+    const byBigint = await one(a, 'SELECT acquire_fenced_named_bigint($1, $2)', 'drivers', big);
+    const byText = await one(a, 'SELECT acquire_fenced_named($1, $2)', 'drivers', big.toString());
+    await one(a, 'COMMIT');
+    check(byBigint === byText, 'a bigint key and its text are different locks');
+    check(named !== byBigint, 'two keys shared a grant');
+  },
+
+  async autocommit(a) {
+    const state = await sqlstateOf(a, 'SELECT acquire_fenced($1, $2)', 4201, BASE + 5);
+    check(state === '25P01', `SQLSTATE ${state}`);
+  },
+
+  async session_lease(a) {
+    const token = await one(a, 'SELECT acquire_fenced_session($1, $2)', 4201, BASE + 6);
+    const held = await one(a, 'SELECT current_fence($1, $2)', 4201, BASE + 6);
+    const released = await one(a, 'SELECT release_fenced($1, $2)', 4201, BASE + 6);
+    check(held === token && released === true, `held ${held}, released ${released}`);
+  },
+};
+
+async function main() {
+  const a = new pg.Client(config);
+  const b = new pg.Client(config);
+  await a.connect();
+  await b.connect();
+  let failed = 0;
+  for (const [name, pattern] of Object.entries(patterns)) {
+    // Session-scoped locks belong to one server connection: not through a transaction pooler.
+    if (pooled && name === 'session_lease') continue;
+    try {
+      await pattern(a, b);
+      console.log(`node-postgres ${route} ${name}: ok`);
+    } catch (error) {
+      failed += 1;
+      console.log(`node-postgres ${route} ${name}: FAILED: ${error.message}`);
+      await a.query('ROLLBACK').catch(() => {});
+      await b.query('ROLLBACK').catch(() => {});
+    }
+  }
+  await a.end();
+  await b.end();
+  process.exit(failed ? 1 : 0);
+}
+
+main().catch((error) => {
+  console.log(`node-postgres ${route}: FAILED: ${error.message}`);
+  process.exit(1);
+});
