@@ -51,13 +51,16 @@ lint:
 	cargo clippy --all-targets --manifest-path faults/Cargo.toml --target-dir target/faults -- -D warnings
 	cargo fmt --check --manifest-path examples/leader/Cargo.toml
 	cargo clippy --manifest-path examples/leader/Cargo.toml --target-dir target/faults -- -D warnings
+	cargo fmt --check --manifest-path pg_test/drivers/rust/Cargo.toml
+	cargo clippy --manifest-path pg_test/drivers/rust/Cargo.toml --target-dir target/faults -- -D warnings
 
 # #[pg_test] unit tests; cargo pgrx runs its own server as `postgres`.
 unit:
 	mkdir -p $(PGRX_TEST_DIR) && chown postgres:postgres $(PGRX_TEST_DIR)
 	cargo pgrx test pg15 --runas postgres --pgdata $(PGRX_TEST_DIR)/data
 
-# pg_regress, isolation and hot-standby suites against the installed release build.
+# pg_regress, isolation, collation, upgrade, driver and hot-standby suites against the
+# installed release build.
 sql-tests: install
 	scripts/sql-tests.sh
 
