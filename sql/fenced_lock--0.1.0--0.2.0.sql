@@ -268,8 +268,10 @@ COMMENT ON FUNCTION fenced_update(text, text, bigint, jsonb, text, text) IS
 
 -- fenced_locks: a key column (the text of a key acquired by name), kept in the grants table;
 -- a session grant's token is shown only while its lock was not released behind fenced_lock's
--- back (pg_advisory_unlock_all, DISCARD ALL). The view, the function it reads and
--- fenced_lock_holder (which returns its rows) are made again.
+-- back (pg_advisory_unlock_all, DISCARD ALL); its rows come from fenced_lock_rows(), which
+-- joins the lock table and the grants table by hashing (0.1.0's SQL join could take seconds
+-- with a filter). The view, the functions it reads and fenced_lock_holder (which returns its
+-- rows) are made again.
 DROP FUNCTION @extschema@.fenced_lock_holder(integer, integer);
 DROP VIEW @extschema@.fenced_locks;
 DROP FUNCTION @extschema@.fenced_lock_grants();
@@ -286,21 +288,36 @@ STRICT VOLATILE PARALLEL RESTRICTED
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'fenced_lock_grants_wrapper';
 
+CREATE  FUNCTION "fenced_lock_rows"() RETURNS TABLE (
+	"ns" INT,  /* i32 */
+	"key" TEXT,  /* Option < String > */
+	"id" INT,  /* i32 */
+	"pid" INT,  /* Option < i32 > */
+	"granted" bool,  /* bool */
+	"token" bigint,  /* Option < i64 > */
+	"scope" TEXT,  /* Option < & '_ str > */
+	"acquired_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"wait_started" timestamp with time zone  /* Option < TimestampWithTimeZone > */
+)
+STRICT VOLATILE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'fenced_lock_rows_wrapper';
+
+ALTER FUNCTION fenced_lock_rows() ROWS 10000;
+
 CREATE VIEW fenced_locks AS
--- One snapshot of the lock table serves both uses below.
-WITH locks AS MATERIALIZED (SELECT * FROM pg_catalog.pg_locks)
-SELECT k.ns,
+SELECT r.ns,
        n.name AS namespace,
-       g.key,
-       k.id,
-       l.pid,
-       l.granted,
-       g.token,
-       g.scope,
-       g.acquired_at,
-       l.waitstart AS wait_started,
-       CASE WHEN NOT l.granted THEN pg_catalog.clock_timestamp() - l.waitstart END AS waiting,
-       CASE WHEN NOT l.granted THEN pg_catalog.pg_blocking_pids(l.pid) END AS blocked_by,
+       r.key,
+       r.id,
+       r.pid,
+       r.granted,
+       r.token,
+       r.scope,
+       r.acquired_at,
+       r.wait_started,
+       CASE WHEN NOT r.granted THEN pg_catalog.clock_timestamp() - r.wait_started END AS waiting,
+       CASE WHEN NOT r.granted THEN pg_catalog.pg_blocking_pids(r.pid) END AS blocked_by,
        a.application_name,
        a.usename,
        a.client_addr,
@@ -308,25 +325,9 @@ SELECT k.ns,
        a.xact_start,
        a.state_change,
        a.query
-  FROM locks l
-  -- pg_locks shows the keys as unsigned OIDs; show them as the int4 the caller passed.
-  CROSS JOIN LATERAL (
-      SELECT ((l.classid::int8 + 2147483648) % 4294967296 - 2147483648)::int4 AS ns,
-             ((l.objid::int8 + 2147483648) % 4294967296 - 2147483648)::int4 AS id
-  ) k
-  -- A backend's session grants are live only while it holds its sentinel lock (locking.rs):
-  -- pg_advisory_unlock_all and DISCARD ALL release it with the grants' locks.
-  LEFT JOIN (SELECT s.pid FROM locks s
-              WHERE s.locktype = 'userlock' AND s.granted AND s.objid = 0 AND s.objsubid = 0
-                AND s.classid::int8 = s.pid) sessions_intact ON sessions_intact.pid = l.pid
-  LEFT JOIN @extschema@.fenced_lock_grants() g
-         ON l.granted AND g.pid = l.pid AND g.ns = k.ns AND g.id = k.id
-        AND (g.scope = 'transaction' OR sessions_intact.pid IS NOT NULL)
-  LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = k.ns
-  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
- WHERE l.locktype = 'advisory' AND l.objsubid = 2
-   AND l.database = (SELECT oid FROM pg_catalog.pg_database
-                      WHERE datname = pg_catalog.current_database());
+  FROM @extschema@.fenced_lock_rows() r
+  LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = r.ns
+  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = r.pid;
 
 GRANT SELECT ON fenced_locks TO PUBLIC;
 
@@ -453,3 +454,7 @@ COMMENT ON FUNCTION force_release_named(text, text) IS
     'force_release(ns, id) for the key (registered id of namespace, fenced_key(key)).';
 COMMENT ON FUNCTION force_release_named_bigint(text, bigint) IS
     'force_release(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
+COMMENT ON FUNCTION fenced_lock_rows() IS
+    'The rows of fenced_locks without the session''s columns: every two-int4 advisory lock of '
+    'this database, held or awaited, with its fenced grant; one pass over the lock table and '
+    'the grants table.';

@@ -1,22 +1,23 @@
 -- Objects built on the functions above, then a comment on every function.
 
 -- One row per two-int4 advisory lock in this database, held or awaited, with its fenced grant
--- (token, scope, since) when fenced_lock is preloaded, its namespace's name, and the session.
+-- (token, scope, since) when fenced_lock is preloaded, its namespace's name, the key's text
+-- when acquired by name, and the session. fenced_lock_rows() joins the lock table and the
+-- grants table itself (by hashing), so a read costs the same whatever the query filters on;
+-- its row estimate steers the two small joins here to hashing too.
 CREATE VIEW fenced_locks AS
--- One snapshot of the lock table serves both uses below.
-WITH locks AS MATERIALIZED (SELECT * FROM pg_catalog.pg_locks)
-SELECT k.ns,
+SELECT r.ns,
        n.name AS namespace,
-       g.key,
-       k.id,
-       l.pid,
-       l.granted,
-       g.token,
-       g.scope,
-       g.acquired_at,
-       l.waitstart AS wait_started,
-       CASE WHEN NOT l.granted THEN pg_catalog.clock_timestamp() - l.waitstart END AS waiting,
-       CASE WHEN NOT l.granted THEN pg_catalog.pg_blocking_pids(l.pid) END AS blocked_by,
+       r.key,
+       r.id,
+       r.pid,
+       r.granted,
+       r.token,
+       r.scope,
+       r.acquired_at,
+       r.wait_started,
+       CASE WHEN NOT r.granted THEN pg_catalog.clock_timestamp() - r.wait_started END AS waiting,
+       CASE WHEN NOT r.granted THEN pg_catalog.pg_blocking_pids(r.pid) END AS blocked_by,
        a.application_name,
        a.usename,
        a.client_addr,
@@ -24,25 +25,9 @@ SELECT k.ns,
        a.xact_start,
        a.state_change,
        a.query
-  FROM locks l
-  -- pg_locks shows the keys as unsigned OIDs; show them as the int4 the caller passed.
-  CROSS JOIN LATERAL (
-      SELECT ((l.classid::int8 + 2147483648) % 4294967296 - 2147483648)::int4 AS ns,
-             ((l.objid::int8 + 2147483648) % 4294967296 - 2147483648)::int4 AS id
-  ) k
-  -- A backend's session grants are live only while it holds its sentinel lock (locking.rs):
-  -- pg_advisory_unlock_all and DISCARD ALL release it with the grants' locks.
-  LEFT JOIN (SELECT s.pid FROM locks s
-              WHERE s.locktype = 'userlock' AND s.granted AND s.objid = 0 AND s.objsubid = 0
-                AND s.classid::int8 = s.pid) sessions_intact ON sessions_intact.pid = l.pid
-  LEFT JOIN @extschema@.fenced_lock_grants() g
-         ON l.granted AND g.pid = l.pid AND g.ns = k.ns AND g.id = k.id
-        AND (g.scope = 'transaction' OR sessions_intact.pid IS NOT NULL)
-  LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = k.ns
-  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
- WHERE l.locktype = 'advisory' AND l.objsubid = 2
-   AND l.database = (SELECT oid FROM pg_catalog.pg_database
-                      WHERE datname = pg_catalog.current_database());
+  FROM @extschema@.fenced_lock_rows() r
+  LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = r.ns
+  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = r.pid;
 
 -- Readable by every role, like pg_locks (pg_stat_activity hides other users' queries itself).
 GRANT SELECT ON fenced_locks TO PUBLIC;
@@ -116,6 +101,13 @@ COMMENT ON FUNCTION fenced_lock_grants() IS
     'The live fenced grants of this database (pid, ns, id, token, scope, acquired_at, key: the '
     'text of a named key, its first 64 bytes) from the shared grants table; empty unless '
     'fenced_lock is in shared_preload_libraries.';
+
+ALTER FUNCTION fenced_lock_rows() ROWS 10000;
+
+COMMENT ON FUNCTION fenced_lock_rows() IS
+    'The rows of fenced_locks without the session''s columns: every two-int4 advisory lock of '
+    'this database, held or awaited, with its fenced grant; one pass over the lock table and '
+    'the grants table.';
 
 COMMENT ON FUNCTION fenced_lock_grants_available() IS
     'Whether this server keeps the shared grants table (fenced_lock is preloaded).';

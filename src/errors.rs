@@ -68,6 +68,12 @@ pub enum FencedError {
     },
     /// The token sequence was made UNLOGGED: after a crash it would restart and repeat tokens.
     UnloggedTokenSequence,
+    /// A query fenced_lock runs itself (through SPI) failed in a way PostgreSQL did not report
+    /// as an error of its own: a bug in fenced_lock.
+    Internal {
+        what: &'static str,
+        error: String,
+    },
     /// A namespace name that is not registered.
     UnknownNamespace {
         name: String,
@@ -97,6 +103,15 @@ pub trait OrRaise<T> {
     fn or_raise(self) -> T;
 }
 
+impl From<(&'static str, pgrx::spi::Error)> for FencedError {
+    fn from((what, error): (&'static str, pgrx::spi::Error)) -> FencedError {
+        FencedError::Internal {
+            what,
+            error: error.to_string(),
+        }
+    }
+}
+
 impl<T, E: Into<FencedError>> OrRaise<T> for Result<T, E> {
     fn or_raise(self) -> T {
         self.unwrap_or_else(|error| error.into().raise())
@@ -123,6 +138,7 @@ impl FencedError {
             FencedError::UndefinedTable { .. } => ERRCODE_UNDEFINED_TABLE,
             FencedError::RowNotUpdatable { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
             FencedError::UnloggedTokenSequence => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            FencedError::Internal { .. } => ERRCODE_INTERNAL_ERROR,
             FencedError::TriggerMisuse { .. } => ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
             FencedError::UnknownNamespace { .. } => ERRCODE_UNDEFINED_OBJECT,
             FencedError::NamespaceTaken { .. } => ERRCODE_UNIQUE_VIOLATION,
@@ -185,6 +201,7 @@ impl FencedError {
                 "the token sequence of fenced_lock is UNLOGGED: tokens would repeat after a crash"
                     .into()
             }
+            FencedError::Internal { what, error } => format!("fenced_lock: {what}: {error}"),
             FencedError::TriggerMisuse { message } => message.clone(),
             FencedError::UnknownNamespace { name } => {
                 format!("fenced lock namespace \"{name}\" is not registered")
@@ -248,6 +265,9 @@ impl FencedError {
                 "Use the transaction's grant, or take the session lock after the transaction ends."
             }
             FencedError::InvalidArgument { hint, .. } => return hint.map(String::from),
+            FencedError::Internal { .. } => {
+                "This is a bug in fenced_lock: please report it with the statement that failed."
+            }
             FencedError::UnloggedTokenSequence => {
                 "Run ALTER SEQUENCE fencing_token_seq SET LOGGED as the extension's owner."
             }

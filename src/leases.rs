@@ -3,7 +3,7 @@
 //! transactions; its token is the leader's term. Holding is a set, not a count: acquiring a
 //! held key returns the same token, and one release frees it.
 
-use crate::errors::warn_not_held;
+use crate::errors::{warn_not_held, OrRaise};
 use crate::grants;
 use crate::locking::{current_grant, held_by_me, key_forms, try_acquire};
 use crate::types::{LockKey, Scope};
@@ -154,5 +154,6 @@ fn leader_rows(fcinfo: pg_sys::FunctionCallInfo, key: LockKey) -> Vec<LeaderRow>
             })
             .collect::<Result<Vec<_>, pgrx::spi::Error>>()
     })
-    .unwrap_or_else(|error| panic!("reading fenced_locks failed: {error}"))
+    .map_err(|error: pgrx::spi::Error| ("reading fenced_locks", error))
+    .or_raise()
 }

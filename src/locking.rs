@@ -6,7 +6,7 @@
 
 use crate::errors::{outside_transaction_block, FencedError, OrRaise};
 use crate::grants;
-use crate::settings::{OutsideTransaction, OUTSIDE_TRANSACTION};
+use crate::settings::{self, OutsideTransaction};
 use crate::types::{required, LockKey, Scope};
 use crate::{namespaces, tokens};
 use pgrx::datum::Interval;
@@ -135,7 +135,7 @@ fn acquire(
     }
     // An implicit block (several statements in one simple query) counts as a block.
     if scope == Scope::Transaction && !unsafe { pg_sys::IsTransactionBlock() } {
-        match OUTSIDE_TRANSACTION.get() {
+        match settings::outside_transaction() {
             OutsideTransaction::Error => {
                 outside_transaction_block(function, key, PgLogLevel::ERROR)
             }
@@ -180,9 +180,14 @@ fn acquire(
 /// releases it: when it is gone, every session grant's lock went with it. It shows in
 /// pg_locks as locktype 'userlock' (database, classid = the backend's PID).
 fn session_sentinel() -> pg_sys::LOCKTAG {
+    session_sentinel_of(unsafe { pg_sys::MyProcPid })
+}
+
+/// The sentinel of backend `pid` in this database.
+pub(crate) fn session_sentinel_of(pid: i32) -> pg_sys::LOCKTAG {
     pg_sys::LOCKTAG {
         locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
-        locktag_field2: unsafe { pg_sys::MyProcPid } as u32,
+        locktag_field2: pid as u32,
         locktag_field3: 0,
         locktag_field4: 0,
         locktag_type: pg_sys::LockTagType::LOCKTAG_USERLOCK as u8,
@@ -253,27 +258,32 @@ fn not_acquired(key: LockKey, timeout_ms: i32) -> ! {
     .raise()
 }
 
+/// A copy of the lock manager's table (every lock of every backend, held or awaited), taken
+/// as pg_locks takes it. It locks each partition in turn: for error paths and inspection only.
+pub(crate) fn lock_table() -> Vec<pg_sys::LockInstanceData> {
+    unsafe {
+        let data = pg_sys::GetLockStatusData();
+        std::slice::from_raw_parts((*data).locks, (*data).nelements as usize).to_vec()
+    }
+}
+
 /// PIDs of the other backends that hold `key` in any mode (0 for a prepared transaction).
 /// Only called on the error path: it copies the whole lock table.
 fn holder_pids(key: LockKey) -> Vec<i32> {
     let tag = key.locktag();
     let my_pid = unsafe { pg_sys::MyProcPid };
-    let mut pids: Vec<i32> = unsafe {
-        let data = pg_sys::GetLockStatusData();
-        let locks = std::slice::from_raw_parts((*data).locks, (*data).nelements as usize);
-        locks
-            .iter()
-            .filter(|lock| same_tag(&lock.locktag, &tag) && lock.holdMask != 0)
-            .map(|lock| lock.pid)
-            .filter(|&pid| pid != my_pid)
-            .collect()
-    };
+    let mut pids: Vec<i32> = lock_table()
+        .iter()
+        .filter(|lock| same_tag(&lock.locktag, &tag) && lock.holdMask != 0)
+        .map(|lock| lock.pid)
+        .filter(|&pid| pid != my_pid)
+        .collect();
     pids.sort_unstable();
     pids.dedup();
     pids
 }
 
-fn same_tag(a: &pg_sys::LOCKTAG, b: &pg_sys::LOCKTAG) -> bool {
+pub(crate) fn same_tag(a: &pg_sys::LOCKTAG, b: &pg_sys::LOCKTAG) -> bool {
     (
         a.locktag_field1,
         a.locktag_field2,

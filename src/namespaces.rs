@@ -142,5 +142,6 @@ fn register_namespace(
         )?;
         Ok::<i32, pgrx::spi::Error>(ns)
     })
-    .unwrap_or_else(|error: pgrx::spi::Error| panic!("register_namespace: {error}"))
+    .map_err(|error: pgrx::spi::Error| ("register_namespace", error))
+    .or_raise()
 }

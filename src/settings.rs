@@ -18,16 +18,32 @@ pub enum OutsideTransaction {
 }
 
 /// See `OutsideTransaction`; any role may choose (it only concerns its own calls).
-pub static OUTSIDE_TRANSACTION: GucSetting<OutsideTransaction> =
+static OUTSIDE_TRANSACTION: GucSetting<OutsideTransaction> =
     GucSetting::<OutsideTransaction>::new(OutsideTransaction::Error);
+
+/// fenced_lock.durable_tokens: flush (and replicate) a token's WAL before returning it.
+pub fn durable_tokens() -> bool {
+    DURABLE_TOKENS.get()
+}
+
+/// fenced_lock.max_grants: capacity of the shared grants table, in grants (never negative:
+/// the setting's minimum is 0).
+pub fn max_grants() -> u32 {
+    MAX_GRANTS.get().max(0) as u32
+}
+
+/// fenced_lock.outside_transaction: what a transaction-scoped acquire does in autocommit.
+pub fn outside_transaction() -> OutsideTransaction {
+    OUTSIDE_TRANSACTION.get()
+}
 
 /// Flush (and, with synchronous replication, replicate) the WAL behind every token before
 /// returning it. Superuser-only: a token issued without it can be issued again after a crash,
 /// to any session, so one session's choice would weaken every other session's tokens.
-pub static DURABLE_TOKENS: GucSetting<bool> = GucSetting::<bool>::new(true);
+static DURABLE_TOKENS: GucSetting<bool> = GucSetting::<bool>::new(true);
 
-/// Capacity of the shared grants table (only when fenced_lock is preloaded).
-pub static MAX_GRANTS: GucSetting<i32> = GucSetting::<i32>::new(16384);
+/// Capacity of the shared grants table, in grants (only when fenced_lock is preloaded).
+static MAX_GRANTS: GucSetting<i32> = GucSetting::<i32>::new(16384);
 
 pub fn define() {
     GucRegistry::define_bool_guc(
@@ -67,12 +83,5 @@ pub fn define() {
         );
     }
     // Report misspelt fenced_lock.* settings instead of keeping them as placeholders.
-    #[cfg(any(feature = "pg13", feature = "pg14"))]
-    unsafe {
-        pg_sys::EmitWarningsOnPlaceholders(c"fenced_lock".as_ptr())
-    };
-    #[cfg(not(any(feature = "pg13", feature = "pg14")))]
-    unsafe {
-        pg_sys::MarkGUCPrefixReserved(c"fenced_lock".as_ptr())
-    };
+    unsafe { pg_sys::MarkGUCPrefixReserved(c"fenced_lock".as_ptr()) };
 }

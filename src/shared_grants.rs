@@ -68,7 +68,7 @@ unsafe extern "C-unwind" fn request_shared_memory() {
         if let Some(previous) = PREVIOUS_REQUEST_HOOK {
             previous();
         }
-        pg_sys::RequestAddinShmemSpace(table_size(settings::MAX_GRANTS.get() as u32));
+        pg_sys::RequestAddinShmemSpace(table_size(settings::max_grants()));
         pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1);
     }
 }
@@ -79,7 +79,7 @@ unsafe extern "C-unwind" fn create_table() {
         if let Some(previous) = PREVIOUS_STARTUP_HOOK {
             previous();
         }
-        let capacity = settings::MAX_GRANTS.get() as u32;
+        let capacity = settings::max_grants();
         let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
         pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let mut found = false;
@@ -206,9 +206,55 @@ pub fn withdraw(indexes: impl IntoIterator<Item = u32>) {
     });
 }
 
+/// A live grant as the table holds it.
+pub struct Grant {
+    pub pid: i32,
+    pub key: LockKey,
+    pub token: i64,
+    pub scope: Scope,
+    pub acquired_at: TimestampWithTimeZone,
+    /// The text of a named key (its first 64 bytes).
+    pub label: Option<String>,
+}
+
 /// The live fenced grants of the current database, copied out under a shared lock (brief:
-/// one pass over the table), as (pid, ns, id, token, scope, acquired_at, key): `key` is the
-/// text of a named key (its first 64 bytes), NULL for an (ns, id) key.
+/// one pass over the table); empty when there is no table.
+pub fn live_grants() -> Vec<Grant> {
+    let database = unsafe { pg_sys::MyDatabaseId };
+    let live: Vec<Slot> = with_table(pg_sys::LWLockMode::LW_SHARED, |_, slots| {
+        slots
+            .iter()
+            .filter(|slot| slot.in_use && slot.database == database)
+            .copied()
+            .collect()
+    })
+    .unwrap_or_default();
+    live.into_iter()
+        .map(|slot| Grant {
+            pid: slot.pid,
+            key: LockKey {
+                ns: slot.ns,
+                id: slot.id,
+            },
+            token: slot.token,
+            scope: match slot.session {
+                true => Scope::Session,
+                false => Scope::Transaction,
+            },
+            acquired_at: unsafe {
+                TimestampWithTimeZone::from_datum(pg_sys::Datum::from(slot.acquired_at), false)
+            }
+            .expect("a timestamp"),
+            label: (slot.label_len > 0).then(|| {
+                String::from_utf8_lossy(&slot.label[..slot.label_len as usize]).into_owned()
+            }),
+        })
+        .collect()
+}
+
+/// The live fenced grants of the current database as (pid, ns, id, token, scope,
+/// acquired_at, key): `key` is the text of a named key (its first 64 bytes), NULL for an
+/// (ns, id) key.
 #[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_restricted)]
 fn fenced_lock_grants() -> TableIterator<
@@ -223,35 +269,15 @@ fn fenced_lock_grants() -> TableIterator<
         name!(key, Option<String>),
     ),
 > {
-    let database = unsafe { pg_sys::MyDatabaseId };
-    let live: Vec<Slot> = with_table(pg_sys::LWLockMode::LW_SHARED, |_, slots| {
-        slots
-            .iter()
-            .filter(|slot| slot.in_use && slot.database == database)
-            .copied()
-            .collect()
-    })
-    .unwrap_or_default();
-    TableIterator::new(live.into_iter().map(|slot| {
-        let scope = if slot.session {
-            Scope::Session
-        } else {
-            Scope::Transaction
-        };
-        let since = unsafe {
-            TimestampWithTimeZone::from_datum(pg_sys::Datum::from(slot.acquired_at), false)
-        }
-        .expect("a timestamp");
-        let label = (slot.label_len > 0)
-            .then(|| String::from_utf8_lossy(&slot.label[..slot.label_len as usize]).into_owned());
+    TableIterator::new(live_grants().into_iter().map(|grant| {
         (
-            slot.pid,
-            slot.ns,
-            slot.id,
-            slot.token,
-            scope.name(),
-            since,
-            label,
+            grant.pid,
+            grant.key.ns,
+            grant.key.id,
+            grant.token,
+            grant.scope.name(),
+            grant.acquired_at,
+            grant.label,
         )
     }))
 }

@@ -25,7 +25,7 @@ pub fn next_token(fcinfo: pg_sys::FunctionCallInfo) -> i64 {
     // The guard turns an ERROR raised inside (sequence exhausted, read-only transaction)
     // into an orderly unwind through Rust.
     let token = unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| nextval_internal(sequence, false)) };
-    if settings::DURABLE_TOKENS.get() {
+    if settings::durable_tokens() {
         let covering_lsn = sequence_page_lsn(sequence);
         unsafe { pg_sys::XLogFlush(covering_lsn) };
         wait_for_synchronous_standbys(covering_lsn);

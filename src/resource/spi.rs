@@ -28,7 +28,11 @@ pub fn prepare(sql: &str, argument_types: &[pg_sys::Oid]) -> SavedPlan {
         );
         if plan.is_null() {
             let code = std::ptr::addr_of!(pg_sys::SPI_result).read();
-            panic!("SPI_prepare failed with code {code}");
+            crate::errors::FencedError::Internal {
+                what: "preparing a statement",
+                error: format!("SPI_prepare failed with code {code}"),
+            }
+            .raise();
         }
         pg_sys::SPI_keepplan(plan);
         SavedPlan(plan)

@@ -1,1 +1,0 @@
-SELECT count(*) FROM fenced_locks;
