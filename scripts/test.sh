@@ -35,6 +35,7 @@ run() {
     return "${PIPESTATUS[0]}"
 }
 
+PG=${PG:-15}
 make -s setup || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
 
 # Another program holds the ports 0.1.0's test servers used, for the whole run.
@@ -42,35 +43,51 @@ python3 scripts/hold-ports.py 54300 54350 &
 holder=$!
 trap 'kill $holder 2>/dev/null' EXIT
 
-run lint make -s lint
-status=$?
-lint_commands=$(make -s -n lint | grep -c '^cargo')
-if ((status == 0)); then record lint "$lint_commands" 0 0; else record lint 0 1 1; fi
+# The SQL suites of one major: sql-tests.sh prints a "<suite>: N passed, M failed" line per
+# suite it ran.
+sql_suites() {
+    local major=$1 status line name counts passed failed suite_lines
+    run "sql-tests-pg$major" make -s sql-tests PG="$major"
+    status=$?
+    suite_lines=$(grep -E '^[a-z][a-z0-9_ ()]*: [0-9]+ passed, [0-9]+ failed$' \
+        "$LOGS/sql-tests-pg$major.log")
+    while IFS= read -r line; do
+        [ -n "$line" ] || continue
+        name=${line%%: *} counts=${line#*: }
+        passed=${counts%% passed*} failed=${counts#*passed, }
+        record "$name" "$passed" "${failed% failed}" 0
+    done <<<"$suite_lines"
+    # Failing without a failed suite (a build or a server that did not start) is a failure.
+    if ((status != 0)) && ! grep -qE ': [0-9]+ passed, [1-9][0-9]* failed$' <<<"$suite_lines"; then
+        record "sql-tests (pg$major)" 0 1 1
+    fi
+}
 
-run unit make -s unit
-status=$?
-read -r passed failed < <(cargo_counts "$LOGS/unit.log")
-record unit "$passed" "$failed" "$status"
+if [ "$PG" = 15 ]; then
+    run lint make -s lint
+    status=$?
+    lint_commands=$(make -s -n lint | grep -c '^cargo')
+    if ((status == 0)); then record lint "$lint_commands" 0 0; else record lint 0 1 1; fi
 
-run sql-tests make -s sql-tests
-status=$?
-# sql-tests.sh prints one "<suite>: N passed, M failed" line per suite it ran.
-suite_lines=$(grep -E '^[a-z][a-z_ ()]*: [0-9]+ passed, [0-9]+ failed$' "$LOGS/sql-tests.log")
-while IFS= read -r line; do
-    [ -n "$line" ] || continue
-    name=${line%%: *} counts=${line#*: }
-    passed=${counts%% passed*} failed=${counts#*passed, }
-    record "$name" "$passed" "${failed% failed}" 0
-done <<<"$suite_lines"
-# The script failing without a failed suite (a server that did not start, say) is a failure.
-if ((status != 0)) && ! grep -qE ': [0-9]+ passed, [1-9][0-9]* failed$' <<<"$suite_lines"; then
-    record sql-tests 0 1 1
+    run unit make -s unit
+    status=$?
+    read -r passed failed < <(cargo_counts "$LOGS/unit.log")
+    record unit "$passed" "$failed" "$status"
+
+    sql_suites 15
+
+    run faults make -s faults
+    status=$?
+    read -r passed failed < <(cargo_counts "$LOGS/faults.log")
+    record faults "$passed" "$failed" "$status"
+
+    # The other majors: release build, pg_regress, isolation and standby suites.
+    for major in 16 18; do
+        sql_suites $major
+    done
+else
+    sql_suites "$PG"
 fi
-
-run faults make -s faults
-status=$?
-read -r passed failed < <(cargo_counts "$LOGS/faults.log")
-record faults "$passed" "$failed" "$status"
 
 echo
 echo "== summary"

@@ -133,7 +133,17 @@ fn fenced_lock_rows() -> TableIterator<
                 TimestampWithTimeZone::from_datum(pg_sys::Datum::from(lock.waitStart), false)
                     .expect("a timestamp")
             });
-            rows.push((key.ns, None, key.id, pid, false, None, None, None, wait_started));
+            rows.push((
+                key.ns,
+                None,
+                key.id,
+                pid,
+                false,
+                None,
+                None,
+                None,
+                wait_started,
+            ));
         }
     }
     TableIterator::new(rows)

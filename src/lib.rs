@@ -11,6 +11,7 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+mod compat;
 mod errors;
 mod extension;
 mod grants;

@@ -196,7 +196,7 @@ pub(crate) fn session_sentinel_of(pid: i32) -> pg_sys::LOCKTAG {
 }
 
 pub(crate) fn held_by_me(tag: &pg_sys::LOCKTAG) -> bool {
-    unsafe { pg_sys::LockHeldByMe(tag, pg_sys::ExclusiveLock as _) }
+    crate::compat::lock_held_by_me(tag, pg_sys::ExclusiveLock as _)
 }
 
 /// Forgets (and withdraws from shared memory) every session grant whose lock was released

@@ -104,7 +104,7 @@ fn standbys_confirmed(mode: usize, lsn: pg_sys::XLogRecPtr) -> bool {
     unsafe {
         let control = pg_sys::WalSndCtl;
         control.is_null()
-            || (*control).sync_standbys_status & pg_sys::SYNC_STANDBY_DEFINED as u8 == 0
+            || !crate::compat::sync_standbys_defined(control)
             || (*control).lsn[mode] >= lsn
     }
 }

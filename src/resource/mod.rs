@@ -36,9 +36,7 @@ unsafe fn relation_display_name(relation: pg_sys::Relation) -> String {
 /// The live (not dropped) column `name` of `relation`, or 42703.
 unsafe fn find_column(relation: pg_sys::Relation, name: &str) -> Column {
     unsafe {
-        let tupdesc = (*relation).rd_att;
-        let attributes = (*tupdesc).attrs.as_slice((*tupdesc).natts as usize);
-        attributes
+        crate::compat::attributes((*relation).rd_att)
             .iter()
             .find(|att| !att.attisdropped && name_of(att) == name)
             .map(|att| Column {

@@ -1,0 +1,77 @@
+//! Differences between the PostgreSQL majors fenced_lock builds for (15, 16, 18), in one place.
+//! Each shim names the PostgreSQL change it bridges; everything else calls these.
+
+use pgrx::pg_sys;
+
+/// Whether this backend holds `tag` in exactly `mode`. PostgreSQL 17 added the `orstronger`
+/// argument to LockHeldByMe (commit "Add a way to check for stronger locks").
+pub fn lock_held_by_me(tag: &pg_sys::LOCKTAG, mode: pg_sys::LOCKMODE) -> bool {
+    #[cfg(feature = "pg18")]
+    return unsafe { pg_sys::LockHeldByMe(tag, mode, false) };
+    #[cfg(not(feature = "pg18"))]
+    return unsafe { pg_sys::LockHeldByMe(tag, mode) };
+}
+
+/// The attributes of a tuple descriptor. PostgreSQL 18 replaced the `attrs` array with
+/// `compact_attrs`, followed in memory by the full FormData_pg_attribute array that
+/// TupleDescAttr() returns ("Introduce CompactAttribute array in TupleDesc").
+///
+/// # Safety
+/// `tupdesc` must be valid for as long as the returned slice is used.
+pub unsafe fn attributes<'a>(tupdesc: pg_sys::TupleDesc) -> &'a [pg_sys::FormData_pg_attribute] {
+    unsafe {
+        let natts = (*tupdesc).natts as usize;
+        #[cfg(feature = "pg18")]
+        let first = (*tupdesc)
+            .compact_attrs
+            .as_ptr()
+            .add(natts)
+            .cast::<pg_sys::FormData_pg_attribute>();
+        #[cfg(not(feature = "pg18"))]
+        let first = (*tupdesc).attrs.as_ptr();
+        std::slice::from_raw_parts(first, natts)
+    }
+}
+
+/// Whether synchronous standbys are configured, as the walsenders' shared state says.
+/// PostgreSQL 15.14 / 16.10 / 17.6 replaced `bool sync_standbys_defined` with the
+/// `sync_standbys_status` bits (SYNC_STANDBY_INIT, SYNC_STANDBY_DEFINED), the same byte. The
+/// 16 headers built against here are 16.2's, so on 16 the byte is read as it is and decoded by
+/// the running server's minor version.
+pub fn sync_standbys_defined(control: *const pg_sys::WalSndCtlData) -> bool {
+    const SYNC_STANDBY_DEFINED: u8 = 1 << 1;
+    #[cfg(not(feature = "pg16"))]
+    let status = unsafe { (*control).sync_standbys_status };
+    #[cfg(feature = "pg16")]
+    let status = unsafe {
+        let byte = std::ptr::addr_of!((*control).sync_standbys_defined)
+            .cast::<u8>()
+            .read();
+        if server_version_num() >= 160010 {
+            byte
+        } else {
+            // A bool: defined or not.
+            if byte != 0 {
+                SYNC_STANDBY_DEFINED
+            } else {
+                0
+            }
+        }
+    };
+    status & SYNC_STANDBY_DEFINED != 0
+}
+
+/// The running server's version, e.g. 160010 (not the headers' PG_VERSION_NUM).
+#[cfg(feature = "pg16")]
+fn server_version_num() -> i32 {
+    use std::sync::OnceLock;
+    static VERSION: OnceLock<i32> = OnceLock::new();
+    *VERSION.get_or_init(|| unsafe {
+        let value = pg_sys::GetConfigOption(c"server_version_num".as_ptr(), false, false);
+        std::ffi::CStr::from_ptr(value)
+            .to_str()
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .unwrap_or(0)
+    })
+}
