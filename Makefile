@@ -13,6 +13,8 @@ TARGET_DIR := target$(if $(filter 15,$(PG)),,/pg$(PG))
 PORT      := 54315
 RUN_URL   := postgresql://postgres@127.0.0.1:$(PORT)/fenced_lock
 PGRX_TEST_DIR := $(CURDIR)/build/pgrx-test
+# What `make psql` and `make stop` need to reach the server `make run` started.
+MAKE_ARGS := $(if $(filter 15,$(PG)),,PG=$(PG)) $(if $(filter 54315,$(PORT)),,PORT=$(PORT))
 
 .PHONY: all setup install run demo psql stop test lint unit sql-tests faults async-failover bench clean
 
@@ -36,8 +38,8 @@ run: install
 	    -c "SELECT register_namespace('demo', 1001, 'make run demo')" >/dev/null
 	scripts/demo.sh "$(RUN_URL)"
 	@echo
-	@echo "The server is running. Connect with:  make psql   (or: psql $(RUN_URL))"
-	@echo "Stop it with:                         make stop"
+	@echo "The server is running. Connect with:  make psql $(MAKE_ARGS)  (or: psql $(RUN_URL))"
+	@echo "Stop it with:                         make stop $(MAKE_ARGS)"
 
 psql:
 	$(PG_BIN)/psql "$(RUN_URL)"
