@@ -1,12 +1,29 @@
 //! fenced_lock: PostgreSQL advisory locks that hand out fencing tokens.
 //!
-//! One module per concern: `locking` talks to the lock manager and holds the
-//! transaction-scoped SQL functions, `leases` the session-scoped ones and leader election,
-//! `tokens` draws from the extension's sequence, `grants` remembers what this backend holds,
-//! `resource` checks tokens where the data lives (fenced_update, enforce_fence, the ledger),
-//! `namespaces` names keys (registry, fenced_key), `inspection` serves operators,
-//! `shared_grants` publishes live grants in shared memory when preloaded,
-//! `extension` finds the extension's own objects, `settings` holds the GUCs, `errors` is the single place where failures become SQLSTATEs.
+//! The project's one description of its layout (the README links here).
+//!
+//! Modules, each depending only on those listed before it (no import cycle):
+//! - `types`: the key, the scope, argument checks; imports nothing from the crate.
+//! - `compat`: the differences between PostgreSQL 15, 16 and 18.
+//! - `settings`: the GUCs, behind typed accessors.
+//! - `errors`: every failure and its SQLSTATE, message, DETAIL and HINT; raw errors for codes
+//!   pgrx cannot carry (SF001, codes raised under fenced_update).
+//! - `extension`: the extension's own objects (token sequence, registry), found in its schema.
+//! - `shared_grants`: the shared-memory table of live grants (when preloaded).
+//! - `grants`: what this backend holds, with transaction and subtransaction callbacks.
+//! - `tokens`: drawing a token, durable and replicated when asked.
+//! - `namespaces`: the registry and `fenced_key`.
+//! - `locking`: the lock manager, the key forms of every key-taking function, and the
+//!   transaction-scoped functions.
+//! - `leases`: the session-scoped functions and leader election.
+//! - `inspection`: the rows of `fenced_locks`, and `force_release`.
+//! - `resource`: where tokens are checked: `fenced_update`, `enforce_fence`, the ledger.
+//!
+//! Beside `src/`: `sql/` (hand-written SQL; 0.1.0's install script as shipped; the upgrade
+//! scripts), `pg_test/` (pg_regress in `sql/` + `expected/`, isolation `specs/`, and the
+//! `collation/`, `standby/`, `upgrade/` and `drivers/` suites), `faults/` (the fault suite, a
+//! crate of its own), `bench/` (pgbench scripts), `examples/` (a leader loop), `scripts/`
+//! (setup, servers, the test and bench drivers).
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;

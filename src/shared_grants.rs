@@ -48,6 +48,23 @@ static mut PREVIOUS_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 static mut PREVIOUS_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 static TRANCHE: &core::ffi::CStr = c"fenced_lock";
 
+/// Holds an LWLock until dropped, so no path (an ERROR unwinding through Rust included) can
+/// leave it held or release it twice.
+struct LwLockGuard(*mut pg_sys::LWLock);
+
+impl LwLockGuard {
+    fn acquire(lock: *mut pg_sys::LWLock, mode: pg_sys::LWLockMode::Type) -> LwLockGuard {
+        unsafe { pg_sys::LWLockAcquire(lock, mode) };
+        LwLockGuard(lock)
+    }
+}
+
+impl Drop for LwLockGuard {
+    fn drop(&mut self) {
+        unsafe { pg_sys::LWLockRelease(self.0) };
+    }
+}
+
 fn table_size(capacity: u32) -> usize {
     std::mem::size_of::<Table>() + capacity as usize * std::mem::size_of::<Slot>()
 }
@@ -65,8 +82,9 @@ pub fn install_hooks() {
 #[pg_guard]
 unsafe extern "C-unwind" fn request_shared_memory() {
     unsafe {
+        // Another library's hook may raise an ERROR: through the FFI guard, as Rust unwinds.
         if let Some(previous) = PREVIOUS_REQUEST_HOOK {
-            previous();
+            pg_sys::ffi::pg_guard_ffi_boundary(|| previous());
         }
         pg_sys::RequestAddinShmemSpace(table_size(settings::max_grants()));
         pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1);
@@ -77,11 +95,11 @@ unsafe extern "C-unwind" fn request_shared_memory() {
 unsafe extern "C-unwind" fn create_table() {
     unsafe {
         if let Some(previous) = PREVIOUS_STARTUP_HOOK {
-            previous();
+            pg_sys::ffi::pg_guard_ffi_boundary(|| previous());
         }
         let capacity = settings::max_grants();
         let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
-        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let _initializing = LwLockGuard::acquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let mut found = false;
         let table = pg_sys::ShmemInitStruct(
             c"fenced_lock grants".as_ptr(),
@@ -115,7 +133,6 @@ unsafe extern "C-unwind" fn create_table() {
         }
         TABLE = table;
         LOCK = &raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock;
-        pg_sys::LWLockRelease(init_lock);
     }
 }
 
@@ -132,13 +149,11 @@ fn with_table<R>(
         return None;
     }
     unsafe {
-        pg_sys::LWLockAcquire(LOCK, mode);
+        let _locked = LwLockGuard::acquire(LOCK, mode);
         let table = &mut *TABLE;
         let slots =
             std::slice::from_raw_parts_mut(table.slots.as_mut_ptr(), table.capacity as usize);
-        let result = work(&mut *TABLE, slots);
-        pg_sys::LWLockRelease(LOCK);
-        Some(result)
+        Some(work(&mut *TABLE, slots))
     }
 }
 
