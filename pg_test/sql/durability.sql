@@ -2,7 +2,10 @@
 -- installation without the pageinspect module, as the PostgreSQL 16 wheel, cannot read the
 -- sequence's page; the fault suite checks durability on 15.)
 \set SHOW_CONTEXT never
+-- Terse: where the module is missing, the error's DETAIL names the installation's path.
+\set VERBOSITY terse
 CREATE EXTENSION pageinspect;
+\set VERBOSITY default
 
 -- The setting exists once the library is loaded: at the first fenced_lock call of a session,
 -- by LOAD, or at server start with shared_preload_libraries.
