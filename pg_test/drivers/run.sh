@@ -34,14 +34,16 @@ psql "host=$host user=postgres dbname=$DATABASE" -qX -c "CREATE EXTENSION fenced
     -c "INSERT INTO driver_rows SELECT g, NULL, NULL FROM generate_series(1, 1000) g" \
     -c "SELECT register_namespace('drivers', 4202)" >/dev/null
 bouncer=$ROOT/pgbouncer
-mkdir -p "$bouncer"
+# Its socket: in its directory unless that path is too long for a socket (scripts/pg.sh).
+bouncer_sockets=$(scripts/pg.sh socket "$bouncer")
+mkdir -p "$bouncer" "$bouncer_sockets"
 cat >"$bouncer/pgbouncer.ini" <<INI
 [databases]
 $DATABASE = host=$host port=5432 dbname=$DATABASE user=postgres
 [pgbouncer]
 listen_addr =
 listen_port = 6432
-unix_socket_dir = $bouncer
+unix_socket_dir = $bouncer_sockets
 auth_type = trust
 auth_file = $bouncer/users.txt
 pool_mode = transaction
@@ -51,16 +53,16 @@ pidfile = $bouncer/pgbouncer.pid
 logfile = $bouncer/pgbouncer.log
 INI
 echo '"postgres" ""' >"$bouncer/users.txt"
-chown -R postgres:postgres "$bouncer"
+chown -R postgres:postgres "$bouncer" "$bouncer_sockets"
 runuser -u postgres -- pgbouncer -q "$bouncer/pgbouncer.ini" &
 bouncer_pid=$!
 trap 'kill $bouncer_pid 2>/dev/null; wait $bouncer_pid 2>/dev/null' EXIT
 for _ in $(seq 50); do
-    [ -S "$bouncer/.s.PGSQL.6432" ] && break
+    [ -S "$bouncer_sockets/.s.PGSQL.6432" ] && break
     sleep 0.1
 done
 
-export DRIVERS_HOST=$host DRIVERS_PORT=5432 DRIVERS_POOLED_HOST=$bouncer \
+export DRIVERS_HOST=$host DRIVERS_PORT=5432 DRIVERS_POOLED_HOST=$bouncer_sockets \
     DRIVERS_POOLED_PORT=6432 DRIVERS_DATABASE=$DATABASE
 output=$(
     for route in direct pooled; do
