@@ -452,9 +452,10 @@ impl RawError {
     ) -> RawError {
         let sqlstate = sqlstate.unwrap_or(report.sql_error_code() as i32);
         let mut error = RawError::original(report, sqlstate);
-        error.message = format!("value for column \"{column}\" of relation {table}: {}", {
+        error.message = format!(
+            "value for column \"{column}\" of relation {table}: {}",
             error.message
-        });
+        );
         error
     }
 

@@ -166,9 +166,12 @@ fn acquire(
             })
             .execute(),
     };
-    if scope == Scope::Session && !held_by_me(&session_sentinel()) {
-        // Nobody else ever asks for this tag: granted at once.
-        unsafe { pg_sys::LockAcquire(&session_sentinel(), pg_sys::ExclusiveLock as _, true, true) };
+    if scope == Scope::Session {
+        let sentinel = session_sentinel();
+        if !held_by_me(&sentinel) {
+            // Nobody else ever asks for this tag: granted at once.
+            unsafe { pg_sys::LockAcquire(&sentinel, pg_sys::ExclusiveLock as _, true, true) };
+        }
     }
     grants::remember(key, keyed.label.as_deref(), token, scope);
     Some(token)

@@ -127,13 +127,18 @@ pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, 
     let id = required(unsafe { argument_datum(fcinfo, 1) }, "id");
     let id_type = unsafe { pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 1) };
     let token: i64 = required(unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 2) }, "token");
-    let changes = required(unsafe { argument_datum(fcinfo, 3) }, "changes");
+    // Detoasted once: read here for its keys and values, passed to the UPDATE as it is.
+    let changes_jsonb = unsafe {
+        pg_sys::Datum::from(pg_sys::pg_detoast_datum(
+            required(argument_datum(fcinfo, 3), "changes").cast_mut_ptr(),
+        ))
+    };
     let key_column: String = required(unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 4) }, "key_column");
     let fence_column: String = required(
         unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 5) },
         "fence_column",
     );
-    let changes = changed_values(changes);
+    let changes = changed_values(changes_jsonb);
 
     // Lock the table by OID first, with the UPDATE's own lock: from here on it cannot be
     // renamed or dropped, and taking the lock processed the invalidations of whatever
@@ -155,7 +160,7 @@ pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, 
     let arguments = [
         Some(id),
         Some(pg_sys::Datum::from(token)),
-        Some(changes_datum(fcinfo)),
+        Some(changes_jsonb),
     ];
     let written = spi::connected(|| {
         let statements = statements_for(key);
@@ -216,12 +221,6 @@ unsafe fn argument_datum(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<p
     (!argument.isnull).then_some(argument.value)
 }
 
-/// The jsonb argument, detoasted, as the UPDATE receives it.
-fn changes_datum(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    let datum = unsafe { argument_datum(fcinfo, 3) }.expect("checked not NULL");
-    pg_sys::Datum::from(unsafe { pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) })
-}
-
 unsafe fn relation_exists(table: pg_sys::Oid) -> bool {
     unsafe {
         let tuple = pg_sys::SearchSysCache1(
@@ -236,14 +235,14 @@ unsafe fn relation_exists(table: pg_sys::Oid) -> bool {
     }
 }
 
-/// The top-level keys of the `changes` object in jsonb's own order, each with its scalar
+/// The top-level keys of the detoasted `changes` object in jsonb's own order, each with its scalar
 /// value as text (as `jsonb_populate_record` would read it: numbers exactly, big or long
 /// ones included), or None for null, arrays and objects, which the UPDATE alone checks.
 fn changed_values(changes: pg_sys::Datum) -> Vec<(String, Option<String>)> {
     use pg_sys::jbvType as kind;
     use pg_sys::JsonbIteratorToken::*;
     unsafe {
-        let jsonb = pg_sys::pg_detoast_datum(changes.cast_mut_ptr()) as *mut pg_sys::Jsonb;
+        let jsonb = changes.cast_mut_ptr::<pg_sys::Jsonb>();
         if (*jsonb).root.header & pg_sys::JB_FOBJECT == 0 {
             invalid(
                 format!("{FUNCTION}: changes must be a JSON object"),
