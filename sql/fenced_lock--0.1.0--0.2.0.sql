@@ -185,7 +185,8 @@ CREATE  FUNCTION "current_leader_named"(
 	"application_name" TEXT,  /* Option < String > */
 	"client_addr" inet,  /* Option < pgrx :: Inet > */
 	"term" bigint,  /* Option < i64 > */
-	"since" timestamp with time zone  /* Option < TimestampWithTimeZone > */
+	"since" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"owner" TEXT  /* Option < String > */
 )
 VOLATILE PARALLEL RESTRICTED 
 LANGUAGE c /* Rust */
@@ -199,7 +200,8 @@ CREATE  FUNCTION "current_leader_named_bigint"(
 	"application_name" TEXT,  /* Option < String > */
 	"client_addr" inet,  /* Option < pgrx :: Inet > */
 	"term" bigint,  /* Option < i64 > */
-	"since" timestamp with time zone  /* Option < TimestampWithTimeZone > */
+	"since" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"owner" TEXT  /* Option < String > */
 )
 VOLATILE PARALLEL RESTRICTED 
 LANGUAGE c /* Rust */
@@ -266,6 +268,282 @@ COMMENT ON FUNCTION fenced_update(text, text, bigint, jsonb, text, text) IS
     'fenced_update with the table given by name and a text id: every parameter untyped, as '
     'asyncpg, node-postgres and tokio-postgres send them.';
 
+-- Session grants remember the owner they were taken for (a client-chosen id), and go back only
+-- to it: behind a transaction-mode pooler a server session serves many clients. Owner forms of
+-- the session functions; current_leader and fenced_locks (below) show the owner.
+CREATE  FUNCTION "acquire_fenced_session_owned"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_session_owned_wrapper';
+CREATE  FUNCTION "acquire_fenced_session_owned"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"owner" TEXT, /* Option < & str > */
+	"timeout" interval /* Option < pgrx :: datum :: Interval > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_session_owned_within_wrapper';
+CREATE  FUNCTION "acquire_fenced_session_owned_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_session_owned_named_wrapper';
+CREATE  FUNCTION "acquire_fenced_session_owned_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"owner" TEXT, /* Option < & str > */
+	"timeout" interval /* Option < pgrx :: datum :: Interval > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_session_owned_named_within_wrapper';
+CREATE  FUNCTION "acquire_fenced_session_owned_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_session_owned_named_bigint_wrapper';
+CREATE  FUNCTION "acquire_fenced_session_owned_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"owner" TEXT, /* Option < & str > */
+	"timeout" interval /* Option < pgrx :: datum :: Interval > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_session_owned_named_bigint_within_wrapper';
+CREATE  FUNCTION "become_leader"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'become_leader_owner_wrapper';
+CREATE  FUNCTION "become_leader_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'become_leader_owner_named_wrapper';
+CREATE  FUNCTION "become_leader_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'become_leader_owner_named_bigint_wrapper';
+CREATE  FUNCTION "release_fenced"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'release_fenced_owner_wrapper';
+CREATE  FUNCTION "release_fenced_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'release_fenced_owner_named_wrapper';
+CREATE  FUNCTION "release_fenced_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'release_fenced_owner_named_bigint_wrapper';
+CREATE  FUNCTION "try_acquire_fenced_session"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_session_owner_wrapper';
+CREATE  FUNCTION "try_acquire_fenced_session_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_session_owner_named_wrapper';
+CREATE  FUNCTION "try_acquire_fenced_session_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_session_owner_named_bigint_wrapper';
+
+DROP FUNCTION @extschema@.current_leader(integer, integer);
+CREATE  FUNCTION "current_leader"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT /* Option < i32 > */
+) RETURNS TABLE (
+	"pid" INT,  /* i32 */
+	"application_name" TEXT,  /* Option < String > */
+	"client_addr" inet,  /* Option < pgrx :: Inet > */
+	"term" bigint,  /* Option < i64 > */
+	"since" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"owner" TEXT  /* Option < String > */
+)
+VOLATILE PARALLEL RESTRICTED 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'current_leader_wrapper';
+
+-- Table-backed leases: an owner, a TTL on the database's clock, renew and release by token;
+-- they work through any pooler.
+-- Table-backed leases (src/leases.rs): one row per key ever leased; owner NULL once released.
+-- Rows are kept so that a new holder's token, drawn under the row's lock, is always above the
+-- last holder's. holder is the role that acquired (only it, or its members, renew and release).
+CREATE TABLE fenced_lease_state (
+    ns int4 NOT NULL,
+    id int4 NOT NULL,
+    key text,
+    owner text,
+    holder regrole,
+    token bigint NOT NULL,
+    acquired_at timestamptz,
+    renewed_at timestamptz,
+    expires_at timestamptz,
+    PRIMARY KEY (ns, id)
+);
+COMMENT ON TABLE fenced_lease_state IS
+    'fenced_lock: the state of every lease (acquire_lease); read it through fenced_leases.';
+-- Readable by all; written only by the lease functions, which write as the table's owner.
+REVOKE ALL ON TABLE fenced_lease_state FROM PUBLIC;
+GRANT SELECT ON TABLE fenced_lease_state TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('fenced_lease_state', '');
+
+CREATE  FUNCTION "acquire_lease"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"owner" TEXT, /* Option < & str > */
+	"ttl" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_lease_wrapper';
+CREATE  FUNCTION "acquire_lease"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"owner" TEXT, /* Option < & str > */
+	"ttl" interval, /* Option < Interval > */
+	"wait" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_lease_wait_wrapper';
+CREATE  FUNCTION "acquire_lease_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"owner" TEXT, /* Option < & str > */
+	"ttl" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_lease_named_wrapper';
+CREATE  FUNCTION "acquire_lease_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"owner" TEXT, /* Option < & str > */
+	"ttl" interval, /* Option < Interval > */
+	"wait" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_lease_named_wait_wrapper';
+CREATE  FUNCTION "acquire_lease_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"owner" TEXT, /* Option < & str > */
+	"ttl" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_lease_named_bigint_wrapper';
+CREATE  FUNCTION "acquire_lease_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"owner" TEXT, /* Option < & str > */
+	"ttl" interval, /* Option < Interval > */
+	"wait" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_lease_named_bigint_wait_wrapper';
+CREATE  FUNCTION "release_lease"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"token" bigint /* Option < i64 > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'release_lease_wrapper';
+CREATE  FUNCTION "release_lease_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"token" bigint /* Option < i64 > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'release_lease_named_wrapper';
+CREATE  FUNCTION "release_lease_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"token" bigint /* Option < i64 > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'release_lease_named_bigint_wrapper';
+CREATE  FUNCTION "renew_lease"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"token" bigint, /* Option < i64 > */
+	"ttl" interval /* Option < Interval > */
+) RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'renew_lease_wrapper';
+CREATE  FUNCTION "renew_lease_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"token" bigint, /* Option < i64 > */
+	"ttl" interval /* Option < Interval > */
+) RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'renew_lease_named_wrapper';
+CREATE  FUNCTION "renew_lease_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"token" bigint, /* Option < i64 > */
+	"ttl" interval /* Option < Interval > */
+) RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'renew_lease_named_bigint_wrapper';
+
 -- fenced_locks: a key column (the text of a key acquired by name), kept in the grants table;
 -- a session grant's token is shown only while its lock was not released behind fenced_lock's
 -- back (pg_advisory_unlock_all, DISCARD ALL); its rows come from fenced_lock_rows(), which
@@ -282,7 +560,8 @@ CREATE  FUNCTION "fenced_lock_grants"() RETURNS TABLE (
 	"token" bigint,  /* i64 */
 	"scope" TEXT,  /* & '_ str */
 	"acquired_at" timestamp with time zone,  /* TimestampWithTimeZone */
-	"key" TEXT  /* Option < String > */
+	"key" TEXT,  /* Option < String > */
+	"owner" TEXT  /* Option < String > */
 )
 STRICT VOLATILE PARALLEL RESTRICTED
 LANGUAGE c /* Rust */
@@ -296,6 +575,7 @@ CREATE  FUNCTION "fenced_lock_rows"() RETURNS TABLE (
 	"granted" bool,  /* bool */
 	"token" bigint,  /* Option < i64 > */
 	"scope" TEXT,  /* Option < & '_ str > */
+	"owner" TEXT,  /* Option < String > */
 	"acquired_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
 	"wait_started" timestamp with time zone  /* Option < TimestampWithTimeZone > */
 )
@@ -314,6 +594,7 @@ SELECT r.ns,
        r.granted,
        r.token,
        r.scope,
+       r.owner,
        r.acquired_at,
        r.wait_started,
        CASE WHEN NOT r.granted THEN pg_catalog.clock_timestamp() - r.wait_started END AS waiting,
@@ -334,7 +615,30 @@ GRANT SELECT ON fenced_locks TO PUBLIC;
 COMMENT ON VIEW fenced_locks IS
     'fenced_lock: every two-int4 advisory lock of this database, held or awaited: key (signed), '
     'namespace name, the key''s text when acquired by name, holder or waiter, '
-    'token/scope/acquired_at (when preloaded), wait time, blockers, and the session.';
+    'token/scope/owner/acquired_at (when preloaded), wait time, blockers, and the session.';
+
+-- The leases that are held (or expired but not taken over), with their namespace's name.
+CREATE VIEW fenced_leases AS
+SELECT l.ns,
+       n.name AS namespace,
+       l.key,
+       l.id,
+       l.owner,
+       l.holder AS role,
+       l.token,
+       l.acquired_at,
+       l.renewed_at,
+       l.expires_at,
+       l.expires_at <= pg_catalog.clock_timestamp() AS expired
+  FROM @extschema@.fenced_lease_state l
+  LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = l.ns
+ WHERE l.owner IS NOT NULL;
+
+GRANT SELECT ON fenced_leases TO PUBLIC;
+
+COMMENT ON VIEW fenced_leases IS
+    'fenced_lock: every lease held, or expired and not yet taken over: key, owner, the role that '
+    'acquired it, token, acquired/renewed/expires at (the database''s clock), expired.';
 
 CREATE FUNCTION fenced_lock_holder(ns int4, id int4) RETURNS SETOF @extschema@.fenced_locks
     LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
@@ -399,61 +703,88 @@ COMMENT ON FUNCTION fenced_lock_holder(integer, integer) IS
     'The fenced_locks row of the session holding (ns, id), or no row: for scripts.';
 COMMENT ON FUNCTION fenced_lock_grants() IS
     'The live fenced grants of this database (pid, ns, id, token, scope, acquired_at, key: the '
-    'text of a named key, its first 64 bytes) from the shared grants table; empty unless '
-    'fenced_lock is in shared_preload_libraries.';
+    'text of a named key, owner: the owner of a session grant; each their first 64 bytes) from '
+    'the shared grants table; empty unless fenced_lock is in shared_preload_libraries.';
+
+-- Comments of the functions that are new, or whose behaviour changed (session re-acquire).
+COMMENT ON FUNCTION acquire_fenced_session(integer, integer) IS
+    'Wait for the session-level advisory lock on (ns, id) (the lock of pg_advisory_lock(ns, id)) '
+    'and return a new fencing token; the lock lasts until release_fenced or the end of the '
+    'session. The key cannot be acquired again while held, not even by this session (behind a '
+    'pooler, another client''s): SQLSTATE 55000. Owners: acquire_fenced_session_owned.';
+
+COMMENT ON FUNCTION acquire_fenced_session_owned(integer, integer, text) IS
+    'acquire_fenced_session(ns, id) for owner (a client-chosen id): re-acquiring a key this '
+    'session holds for the same owner returns the same token; held for another owner, or none: '
+    'SQLSTATE 55000.';
+
+COMMENT ON FUNCTION acquire_fenced_session_owned(integer, integer, text, interval) IS
+    'Like acquire_fenced_session_owned(ns, id, owner), but wait at most timeout, then raise '
+    'SQLSTATE 55P03 naming the key and its holders.';
+
+COMMENT ON FUNCTION try_acquire_fenced_session(integer, integer, text) IS
+    'try_acquire_fenced_session(ns, id) for owner: the same token again when this session holds '
+    'the key for owner; NULL when another session holds it, or this one for another owner.';
+
+COMMENT ON FUNCTION become_leader(integer, integer, text) IS
+    'become_leader(ns, id) for owner: the same term again when this session leads for owner; '
+    'NULL when another session leads, or this one for another owner.';
+
+COMMENT ON FUNCTION release_fenced(integer, integer, text) IS
+    'release_fenced(ns, id) for a lock taken for owner. False, with a WARNING, when this session '
+    'does not hold it, or holds it for another owner.';
+
+COMMENT ON FUNCTION current_leader(integer, integer) IS
+    'The session holding (ns, id): pid, application_name, client_addr, term, since and owner '
+    '(NULL unless fenced_lock is preloaded, which keeps the grants table); no row when nobody '
+    'holds it.';
+
+COMMENT ON FUNCTION acquire_lease(integer, integer, text, interval) IS
+    'The lease on (ns, id) for owner, for ttl on the database''s clock: a new token (larger than '
+    'every earlier one) when the key is free or expired, the same token with the TTL extended '
+    'when owner holds it, NULL when another owner does. Leases are not advisory locks.';
+
+COMMENT ON FUNCTION acquire_lease(integer, integer, text, interval, interval) IS
+    'Like acquire_lease(ns, id, owner, ttl), but wait up to wait for a release or the holder''s '
+    'expiry (sleeping, not polling); then NULL.';
+
+COMMENT ON FUNCTION renew_lease(integer, integer, bigint, interval) IS
+    'Extend the lease held with token to ttl from now: the new expiry, or NULL when the lease is '
+    'lost (taken over after expiry, released, never held with token, or by another role).';
+
+COMMENT ON FUNCTION release_lease(integer, integer, bigint) IS
+    'Release the lease held with token and wake waiting acquires: true, or false when no lease '
+    'is held with token by this role.';
 
 -- Every key-taking function F(ns, id, ...) has two named forms, under names of their own (an
 -- untyped driver call must never pick another key): F_named(namespace text, key text, ...) and
 -- F_named_bigint(namespace text, key bigint, ...), for the key (registered id of namespace,
--- fenced_key(key)); a bigint key is the same key as its decimal text.
-COMMENT ON FUNCTION acquire_fenced_named(text, text) IS
-    'acquire_fenced(ns, id) for the key (registered id of namespace, fenced_key(key)).';
-COMMENT ON FUNCTION acquire_fenced_named_bigint(text, bigint) IS
-    'acquire_fenced(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
-COMMENT ON FUNCTION acquire_fenced_named(text, text, interval) IS
-    'acquire_fenced(ns, id, timeout) for the key (registered id of namespace, fenced_key(key)).';
-COMMENT ON FUNCTION acquire_fenced_named_bigint(text, bigint, interval) IS
-    'acquire_fenced(ns, id, timeout) for the key (registered id of namespace, fenced_key(key::text)).';
-COMMENT ON FUNCTION try_acquire_fenced_named(text, text) IS
-    'try_acquire_fenced(ns, id) for the key (registered id of namespace, fenced_key(key)).';
-COMMENT ON FUNCTION try_acquire_fenced_named_bigint(text, bigint) IS
-    'try_acquire_fenced(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
-COMMENT ON FUNCTION acquire_fenced_session_named(text, text) IS
-    'acquire_fenced_session(ns, id) for the key (registered id of namespace, fenced_key(key)).';
-COMMENT ON FUNCTION acquire_fenced_session_named_bigint(text, bigint) IS
-    'acquire_fenced_session(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
-COMMENT ON FUNCTION acquire_fenced_session_named(text, text, interval) IS
-    'acquire_fenced_session(ns, id, timeout) for the key (registered id of namespace, fenced_key(key)).';
-COMMENT ON FUNCTION acquire_fenced_session_named_bigint(text, bigint, interval) IS
-    'acquire_fenced_session(ns, id, timeout) for the key (registered id of namespace, fenced_key(key::text)).';
-COMMENT ON FUNCTION try_acquire_fenced_session_named(text, text) IS
-    'try_acquire_fenced_session(ns, id) for the key (registered id of namespace, fenced_key(key)).';
-COMMENT ON FUNCTION try_acquire_fenced_session_named_bigint(text, bigint) IS
-    'try_acquire_fenced_session(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
-COMMENT ON FUNCTION become_leader_named(text, text) IS
-    'become_leader(ns, id) for the key (registered id of namespace, fenced_key(key)).';
-COMMENT ON FUNCTION become_leader_named_bigint(text, bigint) IS
-    'become_leader(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
-COMMENT ON FUNCTION release_fenced_named(text, text) IS
-    'release_fenced(ns, id) for the key (registered id of namespace, fenced_key(key)).';
-COMMENT ON FUNCTION release_fenced_named_bigint(text, bigint) IS
-    'release_fenced(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
-COMMENT ON FUNCTION current_fence_named(text, text) IS
-    'current_fence(ns, id) for the key (registered id of namespace, fenced_key(key)).';
-COMMENT ON FUNCTION current_fence_named_bigint(text, bigint) IS
-    'current_fence(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
-COMMENT ON FUNCTION current_leader_named(text, text) IS
-    'current_leader(ns, id) for the key (registered id of namespace, fenced_key(key)).';
-COMMENT ON FUNCTION current_leader_named_bigint(text, bigint) IS
-    'current_leader(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
-COMMENT ON FUNCTION fenced_lock_holder_named(text, text) IS
-    'fenced_lock_holder(ns, id) for the key (registered id of namespace, fenced_key(key)).';
-COMMENT ON FUNCTION fenced_lock_holder_named_bigint(text, bigint) IS
-    'fenced_lock_holder(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
-COMMENT ON FUNCTION force_release_named(text, text) IS
-    'force_release(ns, id) for the key (registered id of namespace, fenced_key(key)).';
-COMMENT ON FUNCTION force_release_named_bigint(text, bigint) IS
-    'force_release(ns, id) for the key (registered id of namespace, fenced_key(key::text)).';
+-- fenced_key(key)); a bigint key is the same key as its decimal text. Their comments say so.
+DO $comment_named_forms$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN
+        SELECT p.oid::pg_catalog.regprocedure AS signature,
+               pg_catalog.regexp_replace(p.proname, '_named(_bigint)?$', '') || '('
+                   || pg_catalog.array_to_string(ARRAY['ns', 'id'] || p.proargnames[3:], ', ')
+                   || ')' AS pair_form,
+               p.proname ~ '_bigint$' AS bigint_key
+          FROM pg_catalog.pg_proc p
+          JOIN pg_catalog.pg_depend d
+            ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid
+           AND d.deptype = 'e'
+          JOIN pg_catalog.pg_extension e
+            ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+           AND d.refobjid = e.oid AND e.extname = 'fenced_lock'
+         WHERE p.proname ~ '_named(_bigint)?$'
+    LOOP
+        EXECUTE pg_catalog.format('COMMENT ON FUNCTION %s IS %L', f.signature,
+            pg_catalog.format('%s for the key (registered id of namespace, fenced_key(%s)).',
+                              f.pair_form, CASE WHEN f.bigint_key THEN 'key::text' ELSE 'key' END));
+    END LOOP;
+END
+$comment_named_forms$;
 COMMENT ON FUNCTION fenced_lock_rows() IS
     'The rows of fenced_locks without the session''s columns: every two-int4 advisory lock of '
     'this database, held or awaited, with its fenced grant; one pass over the lock table and '

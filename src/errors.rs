@@ -32,6 +32,12 @@ pub enum FencedError {
         key: LockKey,
         held: Scope,
     },
+    /// A waiting session-scoped acquire found the key held by this very session for another
+    /// owner (or for none): behind a pooler, another client's grant.
+    HeldForAnotherOwner {
+        key: LockKey,
+        owner: Option<String>,
+    },
     /// The wait for synchronous standbys to confirm the token's WAL ended without it.
     TokenNotReplicated,
     /// An argument of the resource side has the wrong shape.
@@ -131,6 +137,7 @@ impl FencedError {
             FencedError::ExtensionObjectMissing { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::TokenNotReplicated => ERRCODE_QUERY_CANCELED,
             FencedError::ScopeConflict { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            FencedError::HeldForAnotherOwner { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::UndefinedColumn { .. } => ERRCODE_UNDEFINED_COLUMN,
             FencedError::FenceColumnNotInteger { .. } => ERRCODE_DATATYPE_MISMATCH,
             FencedError::NotATable { .. } => ERRCODE_WRONG_OBJECT_TYPE,
@@ -172,6 +179,9 @@ impl FencedError {
                 "fenced lock {key} is already held by this session at {} scope",
                 held.name()
             ),
+            FencedError::HeldForAnotherOwner { key, .. } => {
+                format!("fenced lock {key} is already held by this session for another owner")
+            }
             FencedError::InvalidArgument { message, .. } => message.clone(),
             FencedError::UndefinedColumn { table, column } => {
                 format!("column \"{column}\" of relation {table} does not exist")
@@ -227,6 +237,7 @@ impl FencedError {
             FencedError::ScopeConflict { .. } => Some(
                 "One key, one grant, one token: it cannot be held at both scopes at once.".into(),
             ),
+            FencedError::HeldForAnotherOwner { owner, .. } => Some(held_for(owner.as_deref())),
             FencedError::RowNotUpdatable { .. } => Some(
                 "The row is visible to this role, and its fence does not refuse the token, but no \
                  UPDATE policy of the table admits it; nothing was written."
@@ -265,6 +276,7 @@ impl FencedError {
                 "Use the transaction's grant, or take the session lock after the transaction ends."
             }
             FencedError::InvalidArgument { hint, .. } => return hint.map(String::from),
+            FencedError::HeldForAnotherOwner { .. } => POOLER_HINT,
             FencedError::Internal { .. } => {
                 "This is a bug in fenced_lock: please report it with the statement that failed."
             }
@@ -329,6 +341,34 @@ pub(crate) fn holders_detail(holders: &[i32]) -> String {
 
 /// release_fenced of a key this session does not hold at session scope: most often the
 /// release ran on another server connection than the acquire (a transaction-mode pooler).
+/// Behind a transaction-mode pooler a server session, and its session locks, pass from client
+/// to client.
+const POOLER_HINT: &str = "Session-scoped locks belong to one server connection, which a \
+     transaction-mode pooler (PgBouncer, RDS Proxy, serverless drivers) hands to whichever \
+     client comes next. Pass the same owner to acquire and release (the owner forms), or use a \
+     lease (acquire_lease).";
+
+/// Whom a session grant was taken for, as a DETAIL.
+fn held_for(owner: Option<&str>) -> String {
+    match owner {
+        Some(owner) => format!("It was taken for owner \"{owner}\"."),
+        None => "It was taken without an owner.".into(),
+    }
+}
+
+/// release_fenced was called for a session grant taken for another owner (or for one, by a
+/// caller that gave none): nothing is released.
+pub fn warn_held_for_another_owner(key: LockKey, owner: Option<&str>) {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!("fenced lock {key} is held by this session for another owner"),
+        "fenced_lock",
+    )
+    .set_detail(format!("{} Nothing was released.", held_for(owner)))
+    .set_hint(POOLER_HINT)
+    .report(PgLogLevel::WARNING);
+}
+
 pub fn warn_not_held(key: LockKey, held_by_transaction: bool) {
     let detail = match held_by_transaction {
         true => {
@@ -342,11 +382,7 @@ pub fn warn_not_held(key: LockKey, held_by_transaction: bool) {
         "fenced_lock",
     )
     .set_detail(detail)
-    .set_hint(
-        "Session-scoped locks belong to one server connection. Behind a transaction-mode \
-         connection pooler the release can run on another connection than the acquire; use a \
-         dedicated connection for session locks.",
-    )
+    .set_hint(POOLER_HINT)
     .report(PgLogLevel::WARNING);
 }
 

@@ -33,22 +33,25 @@ fn schema(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Oid {
     unsafe { pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid) }
 }
 
+/// The OID of the extension's relation `name`, looked up by name (a syscache probe; not
+/// cached); `fcinfo` is the calling SQL function's.
+pub fn relation(fcinfo: pg_sys::FunctionCallInfo, name: &CStr) -> pg_sys::Oid {
+    let relid = unsafe { pg_sys::get_relname_relid(name.as_ptr(), schema(fcinfo)) };
+    if relid == pg_sys::InvalidOid {
+        FencedError::ExtensionObjectMissing {
+            name: name.to_string_lossy().into_owned(),
+        }
+        .raise();
+    }
+    relid
+}
+
 /// The extension's objects; `fcinfo` is the calling SQL function's.
 pub fn objects(fcinfo: pg_sys::FunctionCallInfo) -> Objects {
     if let Some(cached) = OBJECTS.get() {
         return cached;
     }
-    let schema = schema(fcinfo);
-    let find = |name: &CStr| {
-        let relid = unsafe { pg_sys::get_relname_relid(name.as_ptr(), schema) };
-        if relid == pg_sys::InvalidOid {
-            FencedError::ExtensionObjectMissing {
-                name: name.to_string_lossy().into_owned(),
-            }
-            .raise();
-        }
-        relid
-    };
+    let find = |name: &CStr| relation(fcinfo, name);
     let token_sequence = find(TOKEN_SEQUENCE);
     // An UNLOGGED sequence is reset by crash recovery: tokens would start over. ALTER
     // SEQUENCE ... SET UNLOGGED changes its relcache entry, so this is checked again then.

@@ -21,6 +21,9 @@ struct TransactionGrant {
 
 struct SessionGrant {
     token: i64,
+    /// Who the grant was taken for (a client-chosen id), if anyone: behind a pooler, the
+    /// session may serve another client next, which must not get this grant.
+    owner: Option<String>,
     slot: Option<u32>,
 }
 
@@ -46,9 +49,15 @@ pub fn held(key: LockKey) -> Option<(Scope, i64)> {
     })
 }
 
-/// Remembers a new grant; `label` is the text of a named key, for fenced_locks.
-pub fn remember(key: LockKey, label: Option<&str>, token: i64, scope: Scope) {
-    let slot = shared_grants::publish(key, label, token, scope);
+/// The owner the session grant on `key` was taken for (None: no such grant, or no owner).
+pub fn session_owner(key: LockKey) -> Option<String> {
+    GRANTS.with_borrow(|grants| grants.session.get(&key)?.owner.clone())
+}
+
+/// Remembers a new grant; `label` is the text of a named key, for fenced_locks, and `owner`
+/// whom a session grant was taken for.
+pub fn remember(key: LockKey, label: Option<&str>, owner: Option<&str>, token: i64, scope: Scope) {
+    let slot = shared_grants::publish(key, label, owner, token, scope);
     if slot.is_some() {
         register_exit_cleanup();
     }
@@ -63,7 +72,10 @@ pub fn remember(key: LockKey, label: Option<&str>, token: i64, scope: Scope) {
             grants.transaction.insert(key, grant);
         }
         Scope::Session => {
-            grants.session.insert(key, SessionGrant { token, slot });
+            let owner = owner.map(String::from);
+            grants
+                .session
+                .insert(key, SessionGrant { token, owner, slot });
         }
     });
 }

@@ -77,6 +77,7 @@ fn fenced_lock_rows() -> TableIterator<
         name!(granted, bool),
         name!(token, Option<i64>),
         name!(scope, Option<&'static str>),
+        name!(owner, Option<String>),
         name!(acquired_at, Option<TimestampWithTimeZone>),
         name!(wait_started, Option<TimestampWithTimeZone>),
     ),
@@ -124,6 +125,7 @@ fn fenced_lock_rows() -> TableIterator<
                 true,
                 grant.as_ref().map(|g| g.token),
                 grant.as_ref().map(|g| g.scope.name()),
+                grant.as_ref().and_then(|g| g.owner.clone()),
                 grant.map(|g| g.acquired_at),
                 None,
             ));
@@ -139,6 +141,7 @@ fn fenced_lock_rows() -> TableIterator<
                 key.id,
                 pid,
                 false,
+                None,
                 None,
                 None,
                 None,

@@ -8,6 +8,7 @@
 //! - `settings`: the GUCs, behind typed accessors.
 //! - `errors`: every failure and its SQLSTATE, message, DETAIL and HINT; raw errors for codes
 //!   pgrx cannot carry (SF001, codes raised under fenced_update).
+//! - `shmem`: the shared-memory hooks (when preloaded) and a guard for LWLocks.
 //! - `extension`: the extension's own objects (token sequence, registry), found in its schema.
 //! - `shared_grants`: the shared-memory table of live grants (when preloaded).
 //! - `grants`: what this backend holds, with transaction and subtransaction callbacks.
@@ -15,7 +16,8 @@
 //! - `namespaces`: the registry and `fenced_key`.
 //! - `locking`: the lock manager, the key forms of every key-taking function, and the
 //!   transaction-scoped functions.
-//! - `leases`: the session-scoped functions and leader election.
+//! - `session`: the session-scoped functions, with owners, and leader election.
+//! - `leases`: table-backed leases (owner, TTL on the database clock) for pooled clients.
 //! - `inspection`: the rows of `fenced_locks`, and `force_release`.
 //! - `resource`: where tokens are checked: `fenced_update`, `enforce_fence`, the ledger.
 //!
@@ -37,8 +39,10 @@ mod leases;
 mod locking;
 mod namespaces;
 mod resource;
+mod session;
 mod settings;
 mod shared_grants;
+mod shmem;
 mod tokens;
 mod types;
 
@@ -47,6 +51,7 @@ mod types;
 pgrx::extension_sql_file!("../sql/bootstrap.sql", bootstrap);
 pgrx::extension_sql_file!("../sql/resource.sql", name = "resource");
 pgrx::extension_sql_file!("../sql/inspection.sql", name = "inspection");
+pgrx::extension_sql_file!("../sql/leases.sql", name = "leases");
 pgrx::extension_sql_file!("../sql/finalize.sql", finalize);
 
 #[pg_guard]
@@ -54,7 +59,7 @@ pub extern "C-unwind" fn _PG_init() {
     errors::keep_backtraces_out_of_errors();
     settings::define();
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
-        shared_grants::install_hooks();
+        shmem::install_hooks(&[shared_grants::GRANTS_PART, leases::WAKEUPS_PART]);
     }
     grants::register_transaction_callbacks();
     extension::register_invalidation_callback();

@@ -88,14 +88,31 @@ impl Wait {
     }
 }
 
+/// What a grant is asked for: the scope, and at session scope the owner it is taken for (the
+/// only caller that gets a held session grant's token back).
+#[derive(Clone, Copy)]
+pub(crate) enum Grant<'a> {
+    Transaction,
+    Session { owner: Option<&'a str> },
+}
+
+impl Grant<'_> {
+    fn scope(self) -> Scope {
+        match self {
+            Grant::Transaction => Scope::Transaction,
+            Grant::Session { .. } => Scope::Session,
+        }
+    }
+}
+
 /// The three ways the SQL functions ask for a key: wait, wait at most `timeout`, or try.
 pub(crate) fn acquire_waiting(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
     keyed: Keyed,
-    scope: Scope,
+    grant: Grant,
 ) -> i64 {
-    acquire(fcinfo, function, keyed, Wait::Unbounded, scope)
+    acquire(fcinfo, function, keyed, Wait::Unbounded, grant)
         .expect("an unbounded wait ends in a grant")
 }
 
@@ -104,10 +121,10 @@ pub(crate) fn acquire_within(
     function: &'static str,
     keyed: Keyed,
     timeout: Option<Interval>,
-    scope: Scope,
+    grant: Grant,
 ) -> i64 {
     let wait = Wait::from_timeout(required(timeout, function, "timeout").or_raise());
-    acquire(fcinfo, function, keyed, wait, scope)
+    acquire(fcinfo, function, keyed, wait, grant)
         .expect("a bounded wait ends in a grant or an error")
 }
 
@@ -115,20 +132,21 @@ pub(crate) fn try_acquire(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
     keyed: Keyed,
-    scope: Scope,
+    grant: Grant,
 ) -> Option<i64> {
-    acquire(fcinfo, function, keyed, Wait::Never, scope)
+    acquire(fcinfo, function, keyed, Wait::Never, grant)
 }
 
-/// Acquires the lock on `key` at `scope` and returns its token, or None when `wait` is `Never`
-/// and another session holds the key.
+/// Acquires the lock on `key` as `grant` asks and returns its token, or None when `wait` is
+/// `Never` and the key is held by another session, or by this one for another owner.
 fn acquire(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
     keyed: Keyed,
     wait: Wait,
-    scope: Scope,
+    grant: Grant,
 ) -> Option<i64> {
+    let scope = grant.scope();
     let key = keyed.key;
     if unsafe { pg_sys::RecoveryInProgress() } {
         FencedError::HotStandby.raise();
@@ -145,11 +163,27 @@ fn acquire(
             OutsideTransaction::Warning => {}
         }
     }
-    // One grant, one token: a key this backend holds is not locked or numbered again.
-    match current_grant(key) {
-        Some((held, token)) if held == scope => return Some(token),
-        Some((held, _)) => FencedError::ScopeConflict { key, held }.raise(),
-        None => {}
+    // One grant, one token: a key this backend holds is not locked or numbered again. A
+    // session grant goes back only to its owner: behind a pooler this session may now serve
+    // another client.
+    match (current_grant(key), grant) {
+        (Some((Scope::Transaction, token)), Grant::Transaction) => return Some(token),
+        (Some((Scope::Session, token)), Grant::Session { owner }) => {
+            let held_for = grants::session_owner(key);
+            if owner.is_some() && owner == held_for.as_deref() {
+                return Some(token);
+            }
+            match wait {
+                Wait::Never => return None,
+                _ => FencedError::HeldForAnotherOwner {
+                    key,
+                    owner: held_for,
+                }
+                .raise(),
+            }
+        }
+        (Some((held, _)), _) => FencedError::ScopeConflict { key, held }.raise(),
+        (None, _) => {}
     }
     if !lock(key, wait, scope) {
         return None;
@@ -173,7 +207,11 @@ fn acquire(
             unsafe { pg_sys::LockAcquire(&sentinel, pg_sys::ExclusiveLock as _, true, true) };
         }
     }
-    grants::remember(key, keyed.label.as_deref(), token, scope);
+    let owner = match grant {
+        Grant::Session { owner } => owner,
+        Grant::Transaction => None,
+    };
+    grants::remember(key, keyed.label.as_deref(), owner, token, scope);
     Some(token)
 }
 
@@ -362,10 +400,12 @@ pub(crate) use key_forms;
 
 /// The acquire functions of one scope, each in its three key forms: wait, wait at most
 /// `timeout` (then 55P03), or try (NULL when held elsewhere). `leases` invokes it for session
-/// scope; this module for transaction scope.
+/// scope (ownerless and with an owner); this module for transaction scope. `$grant` may use
+/// the function's SQL name as `function`.
 macro_rules! acquire_functions {
     (
-        scope: $scope:expr,
+        grant: |$function:ident| $grant:expr,
+        arguments: ($($arg:ident: $arg_type:ty),*),
         wait: [$w1:literal, $w2:literal, $w3:literal] as [$wf1:ident, $wf2:ident, $wf3:ident],
         within: [$t1:ident, $t2:ident, $t3:ident],
         try: [$y1:literal, $y2:literal, $y3:literal] as [$yf1:ident, $yf2:ident, $yf3:ident] $(,)?
@@ -374,10 +414,10 @@ macro_rules! acquire_functions {
             names: [$w1, $w2, $w3],
             rust: [$wf1, $wf2, $wf3],
             attributes: [volatile, parallel_unsafe],
-            arguments: (),
+            arguments: ($($arg: $arg_type),*),
             returns: i64,
-            |fcinfo, function, keyed| {
-                $crate::locking::acquire_waiting(fcinfo, function, keyed, $scope)
+            |fcinfo, $function, keyed| {
+                $crate::locking::acquire_waiting(fcinfo, $function, keyed, $grant)
             }
         }
 
@@ -385,10 +425,10 @@ macro_rules! acquire_functions {
             names: [$w1, $w2, $w3],
             rust: [$t1, $t2, $t3],
             attributes: [volatile, parallel_unsafe],
-            arguments: (timeout: Option<pgrx::datum::Interval>),
+            arguments: ($($arg: $arg_type,)* timeout: Option<pgrx::datum::Interval>),
             returns: i64,
-            |fcinfo, function, keyed| {
-                $crate::locking::acquire_within(fcinfo, function, keyed, timeout, $scope)
+            |fcinfo, $function, keyed| {
+                $crate::locking::acquire_within(fcinfo, $function, keyed, timeout, $grant)
             }
         }
 
@@ -396,10 +436,10 @@ macro_rules! acquire_functions {
             names: [$y1, $y2, $y3],
             rust: [$yf1, $yf2, $yf3],
             attributes: [volatile, parallel_unsafe],
-            arguments: (),
+            arguments: ($($arg: $arg_type),*),
             returns: Option<i64>,
-            |fcinfo, function, keyed| {
-                $crate::locking::try_acquire(fcinfo, function, keyed, $scope)
+            |fcinfo, $function, keyed| {
+                $crate::locking::try_acquire(fcinfo, $function, keyed, $grant)
             }
         }
     };
@@ -407,7 +447,8 @@ macro_rules! acquire_functions {
 pub(crate) use acquire_functions;
 
 acquire_functions! {
-    scope: Scope::Transaction,
+    grant: |_function| Grant::Transaction,
+    arguments: (),
     wait: ["acquire_fenced", "acquire_fenced_named", "acquire_fenced_named_bigint"]
         as [acquire_fenced, acquire_fenced_named, acquire_fenced_named_bigint],
     within: [acquire_fenced_within, acquire_fenced_named_within,

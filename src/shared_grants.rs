@@ -9,14 +9,51 @@
 //! re-creates shared memory, and with it an empty table.
 
 use crate::settings;
+use crate::shmem::{LwLockGuard, Part};
 use crate::types::{LockKey, Scope};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 const NO_SLOT: u32 = u32::MAX;
 
-/// How much of a named key's text a slot keeps (bytes, cut at a character boundary).
-const LABEL_BYTES: usize = 64;
+/// How much of a text a slot keeps (bytes, cut at a character boundary).
+const TEXT_BYTES: usize = 64;
+
+/// A text of at most TEXT_BYTES bytes, in place (shared memory holds no pointers).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ShortText {
+    len: u8,
+    bytes: [u8; TEXT_BYTES],
+}
+
+impl ShortText {
+    const EMPTY: ShortText = ShortText {
+        len: 0,
+        bytes: [0; TEXT_BYTES],
+    };
+
+    /// The first TEXT_BYTES bytes of `text` or fewer, ending at a character boundary.
+    fn new(text: Option<&str>) -> ShortText {
+        let text = text.unwrap_or("");
+        let mut end = text.len().min(TEXT_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut bytes = [0; TEXT_BYTES];
+        bytes[..end].copy_from_slice(&text.as_bytes()[..end]);
+        ShortText {
+            len: end as u8,
+            bytes,
+        }
+    }
+
+    /// None for the empty text.
+    fn get(&self) -> Option<String> {
+        (self.len > 0)
+            .then(|| String::from_utf8_lossy(&self.bytes[..self.len as usize]).into_owned())
+    }
+}
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -30,9 +67,10 @@ struct Slot {
     session: bool,
     in_use: bool,
     next_free: u32,
-    /// The text of a named key (UTF-8, `label_len` bytes; 0 for an (ns, id) key).
-    label_len: u8,
-    label: [u8; LABEL_BYTES],
+    /// The text of a named key (empty for an (ns, id) key).
+    label: ShortText,
+    /// The owner a session grant was taken for (empty for none).
+    owner: ShortText,
 }
 
 #[repr(C)]
@@ -44,62 +82,26 @@ struct Table {
 
 static mut TABLE: *mut Table = std::ptr::null_mut();
 static mut LOCK: *mut pg_sys::LWLock = std::ptr::null_mut();
-static mut PREVIOUS_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
-static mut PREVIOUS_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 static TRANCHE: &core::ffi::CStr = c"fenced_lock";
-
-/// Holds an LWLock until dropped, so no path (an ERROR unwinding through Rust included) can
-/// leave it held or release it twice.
-struct LwLockGuard(*mut pg_sys::LWLock);
-
-impl LwLockGuard {
-    fn acquire(lock: *mut pg_sys::LWLock, mode: pg_sys::LWLockMode::Type) -> LwLockGuard {
-        unsafe { pg_sys::LWLockAcquire(lock, mode) };
-        LwLockGuard(lock)
-    }
-}
-
-impl Drop for LwLockGuard {
-    fn drop(&mut self) {
-        unsafe { pg_sys::LWLockRelease(self.0) };
-    }
-}
 
 fn table_size(capacity: u32) -> usize {
     std::mem::size_of::<Table>() + capacity as usize * std::mem::size_of::<Slot>()
 }
 
-/// From _PG_init, while shared_preload_libraries is being processed.
-pub fn install_hooks() {
-    unsafe {
-        PREVIOUS_REQUEST_HOOK = pg_sys::shmem_request_hook;
-        pg_sys::shmem_request_hook = Some(request_shared_memory);
-        PREVIOUS_STARTUP_HOOK = pg_sys::shmem_startup_hook;
-        pg_sys::shmem_startup_hook = Some(create_table);
-    }
-}
+/// The table and its lock in shared memory (shmem.rs).
+pub const GRANTS_PART: Part = Part { request, place };
 
-#[pg_guard]
-unsafe extern "C-unwind" fn request_shared_memory() {
+fn request() {
     unsafe {
-        // Another library's hook may raise an ERROR: through the FFI guard, as Rust unwinds.
-        if let Some(previous) = PREVIOUS_REQUEST_HOOK {
-            pg_sys::ffi::pg_guard_ffi_boundary(|| previous());
-        }
         pg_sys::RequestAddinShmemSpace(table_size(settings::max_grants()));
         pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1);
     }
 }
 
-#[pg_guard]
-unsafe extern "C-unwind" fn create_table() {
+/// Finds, or creates and fills, the table.
+fn place() {
     unsafe {
-        if let Some(previous) = PREVIOUS_STARTUP_HOOK {
-            pg_sys::ffi::pg_guard_ffi_boundary(|| previous());
-        }
         let capacity = settings::max_grants();
-        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
-        let _initializing = LwLockGuard::acquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let mut found = false;
         let table = pg_sys::ShmemInitStruct(
             c"fenced_lock grants".as_ptr(),
@@ -126,8 +128,8 @@ unsafe extern "C-unwind" fn create_table() {
                     session: false,
                     in_use: false,
                     next_free,
-                    label_len: 0,
-                    label: [0; LABEL_BYTES],
+                    label: ShortText::EMPTY,
+                    owner: ShortText::EMPTY,
                 });
             }
         }
@@ -157,23 +159,18 @@ fn with_table<R>(
     }
 }
 
-/// The first LABEL_BYTES bytes of `text` or fewer, ending at a character boundary.
-fn truncated(text: &str) -> &str {
-    let mut end = text.len().min(LABEL_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
 /// Publishes a grant of this backend; its slot, or None (no table, or the table is full).
-pub fn publish(key: LockKey, label: Option<&str>, token: i64, scope: Scope) -> Option<u32> {
+pub fn publish(
+    key: LockKey,
+    label: Option<&str>,
+    owner: Option<&str>,
+    token: i64,
+    scope: Scope,
+) -> Option<u32> {
     if !available() {
         return None;
     }
-    let label = truncated(label.unwrap_or(""));
-    let mut label_bytes = [0; LABEL_BYTES];
-    label_bytes[..label.len()].copy_from_slice(label.as_bytes());
+    let (label, owner) = (ShortText::new(label), ShortText::new(owner));
     let acquired_at = unsafe { pg_sys::GetCurrentTimestamp() };
     let (pid, database) = unsafe { (pg_sys::MyProcPid, pg_sys::MyDatabaseId) };
     with_table(pg_sys::LWLockMode::LW_EXCLUSIVE, |table, slots| {
@@ -193,8 +190,8 @@ pub fn publish(key: LockKey, label: Option<&str>, token: i64, scope: Scope) -> O
             session: scope == Scope::Session,
             in_use: true,
             next_free: NO_SLOT,
-            label_len: label.len() as u8,
-            label: label_bytes,
+            label,
+            owner,
         };
         Some(index)
     })
@@ -230,6 +227,8 @@ pub struct Grant {
     pub acquired_at: TimestampWithTimeZone,
     /// The text of a named key (its first 64 bytes).
     pub label: Option<String>,
+    /// The owner of a session grant (its first 64 bytes).
+    pub owner: Option<String>,
 }
 
 /// The live fenced grants of the current database, copied out under a shared lock (brief:
@@ -260,16 +259,15 @@ pub fn live_grants() -> Vec<Grant> {
                 TimestampWithTimeZone::from_datum(pg_sys::Datum::from(slot.acquired_at), false)
             }
             .expect("a timestamp"),
-            label: (slot.label_len > 0).then(|| {
-                String::from_utf8_lossy(&slot.label[..slot.label_len as usize]).into_owned()
-            }),
+            label: slot.label.get(),
+            owner: slot.owner.get(),
         })
         .collect()
 }
 
 /// The live fenced grants of the current database as (pid, ns, id, token, scope,
-/// acquired_at, key): `key` is the text of a named key (its first 64 bytes), NULL for an
-/// (ns, id) key.
+/// acquired_at, key, owner): `key` is the text of a named key, NULL for an (ns, id) key;
+/// `owner` the owner a session grant was taken for (each their first 64 bytes).
 #[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_restricted)]
 fn fenced_lock_grants() -> TableIterator<
@@ -282,6 +280,7 @@ fn fenced_lock_grants() -> TableIterator<
         name!(scope, &'static str),
         name!(acquired_at, TimestampWithTimeZone),
         name!(key, Option<String>),
+        name!(owner, Option<String>),
     ),
 > {
     TableIterator::new(live_grants().into_iter().map(|grant| {
@@ -293,6 +292,7 @@ fn fenced_lock_grants() -> TableIterator<
             grant.scope.name(),
             grant.acquired_at,
             grant.label,
+            grant.owner,
         )
     }))
 }

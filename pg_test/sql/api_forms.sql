@@ -8,13 +8,25 @@ SELECT p.oid::regprocedure AS text_overload
   FROM pg_catalog.pg_proc p
  WHERE p.proname IN ('acquire_fenced', 'try_acquire_fenced', 'acquire_fenced_session',
                      'try_acquire_fenced_session', 'become_leader', 'release_fenced',
-                     'current_fence', 'current_leader', 'fenced_lock_holder', 'force_release')
+                     'current_fence', 'current_leader', 'fenced_lock_holder', 'force_release',
+                     'acquire_fenced_session_owned', 'acquire_lease', 'renew_lease',
+                     'release_lease')
    AND p.proargtypes[0] <> 'int4'::regtype;
+-- Nor does any function have two forms of one arity (an untyped call could pick either):
+-- the owner forms of the waiting session acquire have a name of their own, beside
+-- acquire_fenced_session(ns, id, timeout interval).
+SELECT p.proname, p.pronargs, count(*) AS forms
+  FROM pg_catalog.pg_proc p
+  JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid
+ WHERE d.refobjid = (SELECT oid FROM pg_catalog.pg_extension WHERE extname = 'fenced_lock')
+   AND d.deptype = 'e' AND p.proname <> 'fenced_update'
+ GROUP BY p.proname, p.pronargs HAVING count(*) > 1;
 SELECT f AS function_without_named_forms
   FROM unnest(ARRAY['acquire_fenced', 'try_acquire_fenced', 'acquire_fenced_session',
                     'try_acquire_fenced_session', 'become_leader', 'release_fenced',
                     'current_fence', 'current_leader', 'fenced_lock_holder',
-                    'force_release']) f
+                    'force_release', 'acquire_fenced_session_owned', 'acquire_lease',
+                    'renew_lease', 'release_lease']) f
  WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_proc WHERE proname = f || '_named')
     OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_proc WHERE proname = f || '_named_bigint');
 
@@ -30,6 +42,17 @@ PREPARE p8 AS SELECT current_fence($1, $2);
 PREPARE p9 AS SELECT * FROM current_leader($1, $2);
 PREPARE p10 AS SELECT * FROM fenced_lock_holder($1, $2);
 PREPARE p11 AS SELECT force_release($1, $2);
+PREPARE p12 AS SELECT acquire_fenced_session($1, $2, $3);
+PREPARE o1 AS SELECT become_leader($1, $2, $3);
+PREPARE o2 AS SELECT try_acquire_fenced_session($1, $2, $3);
+PREPARE o3 AS SELECT acquire_fenced_session_owned($1, $2, $3);
+PREPARE o4 AS SELECT acquire_fenced_session_owned($1, $2, $3, $4);
+PREPARE o5 AS SELECT release_fenced($1, $2, $3);
+PREPARE l1 AS SELECT acquire_lease($1, $2, $3, $4);
+PREPARE l2 AS SELECT acquire_lease($1, $2, $3, $4, $5);
+PREPARE l3 AS SELECT renew_lease($1, $2, $3, $4);
+PREPARE l4 AS SELECT release_lease($1, $2, $3);
+PREPARE l5 AS SELECT acquire_lease_named($1, $2, $3, $4);
 PREPARE n1 AS SELECT acquire_fenced_named($1, $2);
 PREPARE n2 AS SELECT acquire_fenced_named_bigint($1, $2);
 PREPARE n3 AS SELECT acquire_fenced_named($1, $2, $3);

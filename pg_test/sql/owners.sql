@@ -1,0 +1,66 @@
+-- Session grants with an owner (a client-chosen id). Behind a transaction-mode pooler one
+-- server session serves many clients in turn: a held session grant goes back only to the owner
+-- it was taken for. Each call below could come from another client on the same server session.
+\set SHOW_CONTEXT never
+\set VERBOSITY default
+
+-- Client A becomes leader; A again gets the same term.
+SELECT become_leader(7201, 1, 'client-a') AS term_a \gset
+SELECT become_leader(7201, 1, 'client-a') = :term_a AS same_owner_same_term;
+-- Client B, on the same server session: NULL, not A's term (0.1.0 returned A's term).
+SELECT become_leader(7201, 1, 'client-b') IS NULL AS other_owner_gets_null;
+SELECT become_leader(7201, 1) IS NULL AS no_owner_gets_null;
+SELECT try_acquire_fenced_session(7201, 1, 'client-b') IS NULL AS try_other_owner_null;
+-- The waiting forms raise 55000 with a HINT about poolers, rather than wait on themselves.
+SELECT acquire_fenced_session_owned(7201, 1, 'client-b');
+SELECT acquire_fenced_session_owned(7201, 1, 'client-b', '1s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT acquire_fenced_session(7201, 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT acquire_fenced_session_owned(7201, 1, 'client-a') = :term_a AS owner_waiting_form_same;
+SELECT acquire_fenced_session_owned(7201, 1, 'client-a', '0') = :term_a AS owner_timeout_form_same;
+SELECT try_acquire_fenced_session(7201, 1, 'client-a') = :term_a AS owner_try_form_same;
+
+-- fenced_locks and current_leader show the owner (this server preloads fenced_lock).
+SELECT ns, id, scope, owner, token = :term_a AS token FROM fenced_locks WHERE ns = 7201;
+SELECT owner, term = :term_a AS term FROM current_leader(7201, 1);
+
+-- Only the owner releases: B and an ownerless release get false with a WARNING.
+SELECT release_fenced(7201, 1, 'client-b') AS other_owner_released;
+SELECT release_fenced(7201, 1) AS no_owner_released;
+SELECT current_fence(7201, 1) = :term_a AS still_held;
+SELECT release_fenced(7201, 1, 'client-a') AS owner_released;
+-- Then B takes it with a new, larger term.
+SELECT become_leader(7201, 1, 'client-b') > :term_a AS b_leads_with_larger_term;
+SELECT release_fenced(7201, 1, 'client-b');
+
+-- An ownerless grant is not released by a caller that names an owner.
+SELECT acquire_fenced_session(7201, 2) > 0 AS ownerless_grant;
+SELECT release_fenced(7201, 2, 'client-a') AS owner_cannot_release_ownerless;
+SELECT release_fenced(7201, 2) AS ownerless_release;
+
+-- Named forms take an owner too.
+SELECT register_namespace('owners') > 0 AS registered;
+SELECT become_leader_named('owners', 'job', 'client-a') AS term_named \gset
+SELECT become_leader_named('owners', 'job', 'client-b') IS NULL AS named_other_owner_null;
+SELECT try_acquire_fenced_session_named('owners', 'job', 'client-a') = :term_named AS named_same;
+SELECT acquire_fenced_session_owned_named('owners', 'job', 'client-a') = :term_named AS named_owned;
+SELECT become_leader_named_bigint('owners', 77, 'client-a') > :term_named AS bigint_form;
+SELECT release_fenced_named('owners', 'job', 'client-a') AS named_released;
+SELECT release_fenced_named_bigint('owners', 77, 'client-a') AS bigint_released;
+
+-- An owner is required where a form takes one: NULL is 22004, never a NULL "busy".
+SELECT become_leader(7201, 3, NULL);
+SELECT try_acquire_fenced_session(7201, 3, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT acquire_fenced_session_owned(7201, 3, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT release_fenced(7201, 3, NULL);
+\echo :LAST_ERROR_SQLSTATE
+
+-- DISCARD ALL (what poolers run between clients) ends owned grants like any other.
+SELECT become_leader(7201, 4, 'client-a') AS term_4 \gset
+DISCARD ALL;
+SELECT become_leader(7201, 4, 'client-b') > :term_4 AS next_client_new_term;
+SELECT release_all_fenced() AS released_all;
+DELETE FROM fenced_namespaces WHERE name = 'owners';

@@ -1,0 +1,21 @@
+-- Table-backed leases (src/leases.rs): one row per key ever leased; owner NULL once released.
+-- Rows are kept so that a new holder's token, drawn under the row's lock, is always above the
+-- last holder's. holder is the role that acquired (only it, or its members, renew and release).
+CREATE TABLE fenced_lease_state (
+    ns int4 NOT NULL,
+    id int4 NOT NULL,
+    key text,
+    owner text,
+    holder regrole,
+    token bigint NOT NULL,
+    acquired_at timestamptz,
+    renewed_at timestamptz,
+    expires_at timestamptz,
+    PRIMARY KEY (ns, id)
+);
+COMMENT ON TABLE fenced_lease_state IS
+    'fenced_lock: the state of every lease (acquire_lease); read it through fenced_leases.';
+-- Readable by all; written only by the lease functions, which write as the table's owner.
+REVOKE ALL ON TABLE fenced_lease_state FROM PUBLIC;
+GRANT SELECT ON TABLE fenced_lease_state TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('fenced_lease_state', '');

@@ -1,0 +1,215 @@
+//! Session-scoped fenced locks and leader election on them. The lock is the session-level
+//! advisory lock (the one `pg_advisory_lock(ns, id)` takes) and lives as long as the session,
+//! across transactions; its token is the leader's term. Holding is a set, not a count: one
+//! release frees it. Acquiring a held key returns the same token only to the owner it was
+//! taken for: a server session behind a pooler serves many clients (`leases` has locks that
+//! work there).
+
+use crate::errors::{warn_held_for_another_owner, warn_not_held, OrRaise};
+use crate::grants;
+use crate::locking::{current_grant, held_by_me, key_forms, try_acquire, Grant};
+use crate::types::{required, LockKey, Scope};
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::ffi::CString;
+
+/// Followers can LISTEN on this channel; the payload of each release is "ns:id".
+const RELEASE_CHANNEL: &core::ffi::CStr = c"fenced_lock";
+
+unsafe extern "C-unwind" {
+    // Exported by PostgreSQL (commands/async.h), not bound by pgrx: NOTIFY without SQL.
+    fn Async_Notify(channel: *const core::ffi::c_char, payload: *const core::ffi::c_char);
+}
+
+/// Releases the session lock on `key` and tells listeners (at commit, as NOTIFY does).
+fn release(key: LockKey) {
+    let payload = CString::new(format!("{}:{}", key.ns, key.id)).expect("digits only");
+    unsafe {
+        pg_sys::LockRelease(&key.locktag(), pg_sys::ExclusiveLock as _, true);
+        pg_sys::ffi::pg_guard_ffi_boundary(|| {
+            Async_Notify(RELEASE_CHANNEL.as_ptr(), payload.as_ptr())
+        });
+    }
+}
+
+crate::locking::acquire_functions! {
+    grant: |_function| Grant::Session { owner: None },
+    arguments: (),
+    wait: ["acquire_fenced_session", "acquire_fenced_session_named",
+           "acquire_fenced_session_named_bigint"]
+        as [acquire_fenced_session, acquire_fenced_session_named,
+            acquire_fenced_session_named_bigint],
+    within: [acquire_fenced_session_within, acquire_fenced_session_named_within,
+             acquire_fenced_session_named_bigint_within],
+    try: ["try_acquire_fenced_session", "try_acquire_fenced_session_named",
+          "try_acquire_fenced_session_named_bigint"]
+        as [try_acquire_fenced_session, try_acquire_fenced_session_named,
+            try_acquire_fenced_session_named_bigint],
+}
+
+// The same, taken for an owner (a client-chosen id): only that owner gets a held grant's token
+// back. The waiting forms have a name of their own: beside `timeout interval`, a third `text`
+// argument would catch a driver's untyped call meant for the timeout.
+crate::locking::acquire_functions! {
+    grant: |function| Grant::Session { owner: Some(required(owner, function, "owner").or_raise()) },
+    arguments: (owner: Option<&str>),
+    wait: ["acquire_fenced_session_owned", "acquire_fenced_session_owned_named",
+           "acquire_fenced_session_owned_named_bigint"]
+        as [acquire_fenced_session_owned, acquire_fenced_session_owned_named,
+            acquire_fenced_session_owned_named_bigint],
+    within: [acquire_fenced_session_owned_within, acquire_fenced_session_owned_named_within,
+             acquire_fenced_session_owned_named_bigint_within],
+    try: ["try_acquire_fenced_session", "try_acquire_fenced_session_named",
+          "try_acquire_fenced_session_named_bigint"]
+        as [try_acquire_fenced_session_owner, try_acquire_fenced_session_owner_named,
+            try_acquire_fenced_session_owner_named_bigint],
+}
+
+// Try to become the leader for the key: the term (a token), or NULL when another session
+// leads (or this one, for another owner).
+key_forms! {
+    names: ["become_leader", "become_leader_named", "become_leader_named_bigint"],
+    rust: [become_leader, become_leader_named, become_leader_named_bigint],
+    attributes: [volatile, parallel_unsafe],
+    arguments: (),
+    returns: Option<i64>,
+    |fcinfo, function, keyed| try_acquire(fcinfo, function, keyed, Grant::Session { owner: None }),
+}
+
+key_forms! {
+    names: ["become_leader", "become_leader_named", "become_leader_named_bigint"],
+    rust: [become_leader_owner, become_leader_owner_named, become_leader_owner_named_bigint],
+    attributes: [volatile, parallel_unsafe],
+    arguments: (owner: Option<&str>),
+    returns: Option<i64>,
+    |fcinfo, function, keyed| {
+        let owner = Some(required(owner, function, "owner").or_raise());
+        try_acquire(fcinfo, function, keyed, Grant::Session { owner })
+    },
+}
+
+/// Releases this session's grant on `key` if it was taken for `owner`: true, or false with a
+/// WARNING when this session does not hold it at session scope, or holds it for another owner.
+fn release_for(key: LockKey, owner: Option<&str>) -> bool {
+    match current_grant(key) {
+        Some((Scope::Session, _)) => {
+            let held_for = grants::session_owner(key);
+            if held_for.as_deref() != owner {
+                warn_held_for_another_owner(key, held_for.as_deref());
+                return false;
+            }
+            grants::forget_session(key);
+            release(key);
+            true
+        }
+        held => {
+            warn_not_held(key, held.is_some());
+            false
+        }
+    }
+}
+
+// Releases this session's lock on the key, taken without an owner (or, with `owner`, for
+// that owner): true, or false with a WARNING when it is not held so.
+key_forms! {
+    names: ["release_fenced", "release_fenced_named", "release_fenced_named_bigint"],
+    rust: [release_fenced, release_fenced_named, release_fenced_named_bigint],
+    attributes: [volatile, parallel_unsafe],
+    arguments: (),
+    returns: bool,
+    |_fcinfo, _function, keyed| release_for(keyed.key, None),
+}
+
+key_forms! {
+    names: ["release_fenced", "release_fenced_named", "release_fenced_named_bigint"],
+    rust: [release_fenced_owner, release_fenced_owner_named, release_fenced_owner_named_bigint],
+    attributes: [volatile, parallel_unsafe],
+    arguments: (owner: Option<&str>),
+    returns: bool,
+    |_fcinfo, function, keyed| {
+        release_for(keyed.key, Some(required(owner, function, "owner").or_raise()))
+    },
+}
+
+/// Releases every session-scoped fenced lock of this session; how many.
+#[pg_extern(volatile, parallel_unsafe)]
+fn release_all_fenced() -> i32 {
+    let still_held: Vec<LockKey> = grants::forget_all_sessions()
+        .into_iter()
+        .filter(|key| held_by_me(&key.locktag()))
+        .collect();
+    still_held.iter().for_each(|&key| release(key));
+    still_held.len() as i32
+}
+
+// The token this session holds for the key, at either scope, or NULL. Parallel restricted:
+// a worker process has no grants of its own.
+key_forms! {
+    names: ["current_fence", "current_fence_named", "current_fence_named_bigint"],
+    rust: [current_fence, current_fence_named, current_fence_named_bigint],
+    attributes: [volatile, parallel_restricted],
+    arguments: (),
+    returns: Option<i64>,
+    |_fcinfo, _function, keyed| current_grant(keyed.key).map(|(_, token)| token),
+}
+
+/// pid, application_name, client_addr, term, since, owner.
+type LeaderRow = (
+    i32,
+    Option<String>,
+    Option<pgrx::Inet>,
+    Option<i64>,
+    Option<TimestampWithTimeZone>,
+    Option<String>,
+);
+
+// The session holding the key: pid, application_name, client_addr, and (from the grants
+// table, when fenced_lock is preloaded; NULL otherwise) its term, since when, and the owner
+// it was taken for.
+key_forms! {
+    names: ["current_leader", "current_leader_named", "current_leader_named_bigint"],
+    rust: [current_leader, current_leader_named, current_leader_named_bigint],
+    attributes: [volatile, parallel_restricted],
+    arguments: (),
+    returns: TableIterator<
+        'static,
+        (
+            name!(pid, i32),
+            name!(application_name, Option<String>),
+            name!(client_addr, Option<pgrx::Inet>),
+            name!(term, Option<i64>),
+            name!(since, Option<TimestampWithTimeZone>),
+            name!(owner, Option<String>),
+        ),
+    >,
+    |fcinfo, _function, keyed| TableIterator::new(leader_rows(fcinfo, keyed.key)),
+}
+
+fn leader_rows(fcinfo: pg_sys::FunctionCallInfo, key: LockKey) -> Vec<LeaderRow> {
+    let view = crate::extension::qualified(fcinfo, c"fenced_locks");
+    Spi::connect(|client| {
+        client
+            .select(
+                &format!(
+                    "SELECT pid, application_name, client_addr::text, token, acquired_at, owner \
+                       FROM {view} WHERE ns = $1 AND id = $2 AND granted"
+                ),
+                None,
+                &[key.ns.into(), key.id.into()],
+            )?
+            .map(|row| {
+                Ok((
+                    row.get::<i32>(1)?.unwrap_or_default(),
+                    row.get::<String>(2)?,
+                    row.get::<String>(3)?.map(pgrx::Inet),
+                    row.get::<i64>(4)?,
+                    row.get::<TimestampWithTimeZone>(5)?,
+                    row.get::<String>(6)?,
+                ))
+            })
+            .collect::<Result<Vec<_>, pgrx::spi::Error>>()
+    })
+    .map_err(|error: pgrx::spi::Error| ("reading fenced_locks", error))
+    .or_raise()
+}
