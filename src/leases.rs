@@ -52,6 +52,37 @@ pub const WAKEUPS_PART: Part = Part {
     },
 };
 
+thread_local! {
+    /// The wakeup channels of the leases this transaction released: broadcast at commit, once
+    /// waiters can see the release (a wakeup before that would find the lease still held).
+    static RELEASED_CHANNELS: std::cell::RefCell<Vec<*mut pg_sys::ConditionVariable>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+pub fn register_transaction_callback() {
+    unsafe { pg_sys::RegisterXactCallback(Some(on_transaction_end), std::ptr::null_mut()) };
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn on_transaction_end(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut core::ffi::c_void,
+) {
+    use pg_sys::XactEvent::*;
+    let committed = matches!(event, XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT);
+    if committed || matches!(event, XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT) {
+        let released = RELEASED_CHANNELS.with_borrow_mut(std::mem::take);
+        if committed {
+            let mut released = released;
+            released.sort_unstable();
+            released.dedup();
+            released
+                .into_iter()
+                .for_each(|channel| unsafe { pg_sys::ConditionVariableBroadcast(channel) });
+        }
+    }
+}
+
 fn wakeup_channel(key: LockKey) -> Option<*mut pg_sys::ConditionVariable> {
     let channels = unsafe { WAKEUPS };
     let index = (key.ns as u32).wrapping_mul(31).wrapping_add(key.id as u32) as usize;
@@ -426,7 +457,7 @@ key_forms! {
         .is_some();
         if released {
             if let Some(channel) = wakeup_channel(keyed.key) {
-                unsafe { pg_sys::ConditionVariableBroadcast(channel) };
+                RELEASED_CHANNELS.with_borrow_mut(|channels| channels.push(channel));
             }
         }
         released

@@ -62,6 +62,7 @@ pub extern "C-unwind" fn _PG_init() {
         shmem::install_hooks(&[shared_grants::GRANTS_PART, leases::WAKEUPS_PART]);
     }
     grants::register_transaction_callbacks();
+    leases::register_transaction_callback();
     extension::register_invalidation_callback();
     resource::register_invalidation_callback();
 }

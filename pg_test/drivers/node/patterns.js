@@ -101,6 +101,35 @@ const patterns = {
     check(state === '25P01', `SQLSTATE ${state}`);
   },
 
+  async lease(a, b) {
+    // Table-backed leases: every call commits on its own, so they work through the pooler.
+    const key = BASE + 7;
+    const ttl = '30 seconds';
+    const token = await one(a, 'SELECT acquire_lease($1, $2, $3, $4)', 4203, key, 'a', ttl);
+    const busy = await one(b, 'SELECT acquire_lease($1, $2, $3, $4)', 4203, key, 'b', ttl);
+    const expiry = await one(a, 'SELECT renew_lease($1, $2, $3, $4)', 4203, key, token, ttl);
+    const released = await one(a, 'SELECT release_lease($1, $2, $3)', 4203, key, token);
+    const taken = await one(b, 'SELECT acquire_lease($1, $2, $3, $4)', 4203, key, 'b', ttl);
+    await one(b, 'SELECT release_lease($1, $2, $3)', 4203, key, taken);
+    check(typeof token === 'bigint' && token > 0n, `token ${token}`);
+    check(busy === null, `another owner got ${busy}`);
+    check(expiry instanceof Date, `renew returned ${expiry}`);
+    check(released === true && taken > token, `released ${released}, next token ${taken}`);
+  },
+
+  async leader_owner(a, b) {
+    // The second owner never gets the first's term, whichever server connection it is on.
+    const key = BASE + 9;
+    const term = await one(a, 'SELECT become_leader($1, $2, $3)', 4203, key, 'client-a');
+    const other = await one(b, 'SELECT become_leader($1, $2, $3)', 4203, key, 'client-b');
+    check(typeof term === 'bigint' && term > 0n, `term ${term}`);
+    check(other === null, `a second owner became leader with term ${other}`);
+    if (!pooled) {
+      const released = await one(a, 'SELECT release_fenced($1, $2, $3)', 4203, key, 'client-a');
+      check(released === true, `released ${released}`);
+    }
+  },
+
   async session_lease(a) {
     const token = await one(a, 'SELECT acquire_fenced_session($1, $2)', 4201, BASE + 6);
     const held = await one(a, 'SELECT current_fence($1, $2)', 4201, BASE + 6);

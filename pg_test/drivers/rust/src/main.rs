@@ -175,6 +175,58 @@ impl Suite {
         )
     }
 
+    /// One statement in a transaction of its own on `client` (through the pooler, a prepared
+    /// statement must run on the server connection it was prepared on); its value.
+    fn one<T: for<'a> postgres::types::FromSql<'a>>(
+        client: &mut Client,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<T, String> {
+        let mut tx = client.transaction().map_err(|e| e.to_string())?;
+        let value = tx
+            .query_one(sql, params)
+            .map_err(|e| e.to_string())?
+            .get(0);
+        tx.commit().map_err(|e| e.to_string())?;
+        Ok(value)
+    }
+
+    fn lease(&mut self) -> Outcome {
+        // rust-postgres has no interval type: the TTL in seconds.
+        let (key, ttl) = (self.base + 7, 30.0f64);
+        let acquire = "SELECT acquire_lease($1, $2, $3, make_interval(secs => $4))";
+        let token: Option<i64> = Self::one(&mut self.a, acquire, &[&4203, &key, &"a", &ttl])?;
+        let token = token.ok_or("no token for a free key")?;
+        let busy: Option<i64> = Self::one(&mut self.b, acquire, &[&4203, &key, &"b", &ttl])?;
+        let renew = "SELECT renew_lease($1, $2, $3, make_interval(secs => $4)) IS NOT NULL";
+        let renewed: bool = Self::one(&mut self.a, renew, &[&4203, &key, &token, &ttl])?;
+        let release = "SELECT release_lease($1, $2, $3)";
+        let released: bool = Self::one(&mut self.a, release, &[&4203, &key, &token])?;
+        let taken: Option<i64> = Self::one(&mut self.b, acquire, &[&4203, &key, &"b", &ttl])?;
+        let _: bool = Self::one(&mut self.b, release, &[&4203, &key, &taken])?;
+        check(busy.is_none(), format!("another owner got {busy:?}"))?;
+        check(
+            renewed && released && taken > Some(token),
+            format!("renewed {renewed}, released {released}, next token {taken:?}"),
+        )
+    }
+
+    fn leader_owner(&mut self) -> Outcome {
+        // The second owner never gets the first's term, whichever server connection it is on.
+        let key = self.base + 9;
+        let lead = "SELECT become_leader($1, $2, $3)";
+        let term: Option<i64> = Self::one(&mut self.a, lead, &[&4203, &key, &"client-a"])?;
+        let other: Option<i64> = Self::one(&mut self.b, lead, &[&4203, &key, &"client-b"])?;
+        check(term.is_some(), "no term for a free key".into())?;
+        check(other.is_none(), format!("a second owner led with term {other:?}"))?;
+        if self.route == "direct" {
+            let release = "SELECT release_fenced($1, $2, $3)";
+            let released: bool = Self::one(&mut self.a, release, &[&4203, &key, &"client-a"])?;
+            check(released, "not released".into())?;
+        }
+        Ok(())
+    }
+
     fn session_lease(&mut self) -> Outcome {
         let key = self.base + 6;
         let token: i64 = self
@@ -217,6 +269,8 @@ fn main() {
         ("stale_write", Suite::stale_write),
         ("named_and_bigint", Suite::named_and_bigint),
         ("autocommit", Suite::autocommit),
+        ("lease", Suite::lease),
+        ("leader_owner", Suite::leader_owner),
     ];
     // Session-scoped locks belong to one server connection: not through a transaction pooler.
     if suite.route == "direct" {

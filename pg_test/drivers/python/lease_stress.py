@@ -1,0 +1,130 @@
+"""Leases through PgBouncer in transaction mode: 4 clients x 200 lease cycles on 3 keys, with
+psycopg. Every seventh cycle a client "dies" holding its lease (no release), so the next owner
+takes over after the TTL. A trigger (set up here, test-only) logs every change of the lease
+table; the check reads that history:
+
+- at no instant do two owners hold one key: each holding starts after the previous one ended
+  (its release, or its expiry as last renewed);
+- tokens are unique, and rise per key in the order holdings began;
+- every fenced write was made by the owner of a holding, with that holding's token.
+
+    python lease_stress.py     (connection details from the environment, as patterns.py)
+
+Prints "psycopg pooled lease_stress: ok" or "... FAILED: why".
+"""
+
+import datetime
+import os
+import random
+import sys
+import threading
+
+import psycopg
+
+DIRECT = dict(host=os.environ["DRIVERS_HOST"], port=int(os.environ["DRIVERS_PORT"]),
+              dbname=os.environ["DRIVERS_DATABASE"], user="postgres", autocommit=True)
+POOLED = dict(DIRECT, host=os.environ["DRIVERS_POOLED_HOST"],
+              port=int(os.environ["DRIVERS_POOLED_PORT"]), prepare_threshold=None)
+NS, KEYS, CLIENTS, CYCLES = 4204, 3, 4, 200
+TTL = datetime.timedelta(milliseconds=150)
+
+with psycopg.connect(**DIRECT) as setup:
+    setup.execute("""
+        CREATE TABLE lease_history (
+            seq bigserial, ns int, id int, owner text, token bigint,
+            acquired_at timestamptz, expires_at timestamptz,
+            changed_at timestamptz DEFAULT clock_timestamp());
+        CREATE TABLE lease_writes (id int, owner text, token bigint);
+        CREATE FUNCTION log_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO public.lease_history (ns, id, owner, token, acquired_at, expires_at)
+            VALUES (NEW.ns, NEW.id, NEW.owner, NEW.token, NEW.acquired_at, NEW.expires_at);
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER log_lease AFTER INSERT OR UPDATE ON fenced_lease_state
+            FOR EACH ROW EXECUTE FUNCTION log_lease();
+    """)
+
+errors = []
+lost = []  # (key, token) whose release found the lease gone: expired, then taken over
+
+
+def client(number):
+    owner = f"client-{number}"
+    rng = random.Random(number)
+    with psycopg.connect(**POOLED) as conn:
+        for cycle in range(CYCLES):
+            key = rng.randrange(KEYS)
+            token = conn.execute("SELECT acquire_lease(%s, %s, %s, %s, %s)",
+                                 (NS, key, owner, TTL, datetime.timedelta(seconds=2))).fetchone()[0]
+            if token is None:
+                continue
+            # "Work" under the lease, fenced: a write that records the token it carried, in
+            # one statement that also checks the lease is still this token's.
+            conn.execute("""INSERT INTO lease_writes
+                            SELECT %s, %s, %s FROM fenced_lease_state
+                             WHERE ns = %s AND id = %s AND token = %s AND owner = %s""",
+                         (key, owner, token, NS, key, token, owner))
+            if conn.execute("SELECT renew_lease(%s, %s, %s, %s)",
+                            (NS, key, token, TTL)).fetchone()[0] is None:
+                continue
+            if cycle % 7 == 6:
+                continue  # dies holding the lease: the next owner waits for the TTL
+            if not conn.execute("SELECT release_lease(%s, %s, %s)",
+                                (NS, key, token)).fetchone()[0]:
+                lost.append((key, token))
+
+
+threads = [threading.Thread(target=client, args=(n,)) for n in range(CLIENTS)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+
+with psycopg.connect(**DIRECT) as check:
+    history = check.execute("""SELECT id, owner, token, acquired_at, expires_at, changed_at
+                                 FROM lease_history WHERE ns = %s ORDER BY seq""",
+                            (NS,)).fetchall()
+    writes = check.execute("SELECT id, owner, token FROM lease_writes").fetchall()
+    check.execute("DROP TRIGGER log_lease ON fenced_lease_state")
+    check.execute("DROP FUNCTION log_lease(); DROP TABLE lease_history, lease_writes")
+
+holdings = 0
+held = set()  # (key, owner, token) of every holding
+for key in range(KEYS):
+    current = None  # (owner, token, acquired_at, end): end = release time, or last expiry
+    tokens = []
+    for _, owner, token, acquired_at, expires_at, changed_at in (h for h in history
+                                                                  if h[0] == key):
+        if owner is None:  # released
+            if current is not None:
+                current = (current[0], current[1], current[2], changed_at)
+            continue
+        if current is not None and token == current[1]:  # renewed or extended
+            current = (owner, token, current[2], expires_at)
+            continue
+        holdings += 1
+        if current is not None and acquired_at < current[3]:
+            errors.append(f"key {key}: {owner} took token {token} at {acquired_at}, before "
+                          f"{current[0]}'s token {current[1]} ended at {current[3]}")
+        tokens.append(token)
+        held.add((key, owner, token))
+        current = (owner, token, acquired_at, expires_at)
+    # A release that found its lease gone: the TTL ran out on a busy machine, and a later
+    # holder took the key (never the same token twice).
+    errors.extend(f"key {key}: release of token {token} failed, yet nobody took over"
+                  for lost_key, token in lost if lost_key == key and token >= tokens[-1])
+    if tokens != sorted(set(tokens)):
+        errors.append(f"key {key}: tokens not unique and rising: {tokens}")
+if holdings < CLIENTS * CYCLES // 4:
+    errors.append(f"only {holdings} holdings in {CLIENTS * CYCLES} cycles")
+if not writes:
+    errors.append("no fenced write ran")
+errors.extend(f"write {write} outside every holding" for write in writes
+              if tuple(write) not in held)
+
+if errors:
+    print(f"psycopg pooled lease_stress: FAILED: {errors[:5]}")
+    sys.exit(1)
+print(f"psycopg pooled lease_stress: ok ({holdings} holdings, {len(writes)} fenced writes, "
+      f"{len(lost)} leases lost to expiry before their release)")
