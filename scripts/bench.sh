@@ -23,7 +23,8 @@ WORKLOADS=(floor=floor raw_two_statements=raw_two_statements raw_one_statement=r
     acquire_hot=acquire_hot
     raw_write=raw_write acquire_write=acquire_write
     acquire_write_nondurable=acquire_write:"-c fenced_lock.durable_tokens=off"
-    update_raw=update_raw update_fenced=update_fenced)
+    update_raw=update_raw update_fenced=update_fenced
+    lease_cycle=lease_cycle raw_lease_cycle=raw_lease_cycle)
 
 trap 'scripts/pg.sh stop "$DIR"' EXIT
 scripts/pg.sh stop "$DIR"
@@ -35,6 +36,7 @@ psql "host=$HOST user=postgres dbname=postgres" -qX -c "CREATE DATABASE fenced_l
 psql "$URL" -qX -c "CREATE EXTENSION fenced_lock" \
     -c "CREATE SEQUENCE bench_token_seq AS bigint CACHE 1 NO CYCLE" \
     -c "CREATE TABLE bench_rows (id int PRIMARY KEY, payload text, fence bigint NOT NULL)" \
+    -c "CREATE TABLE bench_leases (id int PRIMARY KEY, owner text, expires_at timestamptz)" \
     -c "INSERT INTO bench_rows SELECT g, NULL, 0 FROM generate_series(1, 100000) g" \
     -c "SELECT register_namespace('bench', 2001)" -c "VACUUM ANALYZE"
 
@@ -79,6 +81,11 @@ fenced=$(median "${results[update_fenced]}")
 raw=$(median "${results[update_raw]}")
 awk -v f="$fenced" -v r="$raw" \
     'BEGIN { printf "fenced_update vs hand-written conditional UPDATE (random keys): %.2fx\n", f / r }'
+lease=$(median "${results[lease_cycle]}")
+raw=$(median "${results[raw_lease_cycle]}")
+acquire=$(median "${results[acquire_random]}")
+awk -v l="$lease" -v r="$raw" -v a="$acquire" \
+    'BEGIN { printf "acquire_lease + release_lease vs a raw SQL TTL lock (Redis style, no token): %.2fx; vs acquire_fenced: %.2fx\n", l / r, l / a }'
 echo "Goals: acquire_random >= 1.00x raw_1_stmt and >= 0.90x floor; durable on >= 0.90x off;"
 echo "       fenced_update >= 0.95x the hand-written UPDATE."
 

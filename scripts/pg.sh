@@ -14,6 +14,10 @@
 #   pg.sh stop    DIR                              fast shutdown (no-op if not running)
 #   pg.sh crash   DIR                              immediate shutdown: no checkpoint, as a crash
 #   pg.sh promote DIR                              promote a standby to primary
+#   pg.sh bouncer DIR SERVER_DIR DATABASE          PgBouncer (transaction mode) in DIR, in
+#                                                  front of DATABASE on server SERVER_DIR, on
+#                                                  a socket of its own (pg.sh socket DIR)
+#   pg.sh bouncer-stop DIR                         stop that PgBouncer (no-op if not running)
 #
 # PG_BIN selects the PostgreSQL installation (default: Debian's 15).
 set -euo pipefail
@@ -134,9 +138,48 @@ crash)
 promote)
     as_postgres "$BIN/pg_ctl" -D "$(realpath -m "$2")/data" -w promote >/dev/null
     ;;
+bouncer)
+    dir=$(realpath -m "$2") server=$(realpath -m "$3") database=$4
+    sockets=$(socket_dir "$dir")
+    prepare_dir "$dir"
+    prepare_dir "$sockets"
+    cat >"$dir/pgbouncer.ini" <<INI
+[databases]
+$database = host=$(socket_dir "$server") port=$SOCKET_PORT dbname=$database user=postgres
+[pgbouncer]
+listen_addr =
+listen_port = $SOCKET_PORT
+unix_socket_dir = $sockets
+auth_type = trust
+auth_file = $dir/users.txt
+pool_mode = transaction
+max_client_conn = 50
+default_pool_size = 4
+pidfile = $dir/pgbouncer.pid
+logfile = $dir/pgbouncer.log
+INI
+    echo '"postgres" ""' >"$dir/users.txt"
+    chown postgres:postgres "$dir/pgbouncer.ini" "$dir/users.txt"
+    as_postgres pgbouncer -d -q "$dir/pgbouncer.ini"
+    for _ in $(seq 50); do
+        [ -S "$sockets/.s.PGSQL.$SOCKET_PORT" ] && exit 0
+        sleep 0.1
+    done
+    fail_with_log "PgBouncer in $dir did not start" "$dir/pgbouncer.log"
+    ;;
+bouncer-stop)
+    pidfile=$(realpath -m "$2")/pgbouncer.pid
+    if [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null; then
+        for _ in $(seq 50); do
+            [ -f "$pidfile" ] || break
+            sleep 0.1
+        done
+    fi
+    ;;
 *)
     echo "usage: pg.sh start DIR [-c name=value ...] | tcp DIR PORT [-c ...]" \
-        "| standby DIR PRIMARY_DIR [-c ...] | socket|stop|crash|promote DIR" >&2
+        "| standby DIR PRIMARY_DIR [-c ...] | socket|stop|crash|promote DIR" \
+        "| bouncer DIR SERVER_DIR DATABASE | bouncer-stop DIR" >&2
     exit 2
     ;;
 esac

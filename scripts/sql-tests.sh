@@ -88,7 +88,7 @@ done
 scripts/upgrade-test.sh "$host" || status=1
 
 # The driver suite: four drivers, directly and through PgBouncer (its own summary line).
-pg_test/drivers/run.sh "$host" || status=1
+pg_test/drivers/run.sh "$host" "$PRIMARY" || status=1
 fi
 
 # Hot standby: a database with the extension, replicated, then the standby suite against it.

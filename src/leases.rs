@@ -13,12 +13,12 @@
 use crate::errors::{FencedError, OrRaise};
 use crate::locking::key_forms;
 use crate::shmem::Part;
+use crate::spi::{self, SavedPlan};
 use crate::types::{required, LockKey};
 use crate::{extension, tokens};
 use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use pgrx::spi::SpiClient;
 
 const LEASE_TABLE: &std::ffi::CStr = c"fenced_lease_state";
 
@@ -89,48 +89,158 @@ fn wakeup_channel(key: LockKey) -> Option<*mut pg_sys::ConditionVariable> {
     (!channels.is_null()).then(|| unsafe { channels.add(index % WAKEUP_CHANNELS) })
 }
 
-/// The first column of the first row, None when there is no row (or it is NULL).
-fn first_value<T: IntoDatum + FromDatum>(
-    table: pgrx::spi::SpiTupleTable<'_>,
-) -> Result<Option<T>, pgrx::spi::Error> {
-    match table.is_empty() {
-        true => Ok(None),
-        false => table.first().get_one::<T>(),
+/// The statements on the lease table. Every name is qualified (operators and functions with
+/// pg_catalog, the table with its schema): they run as the table's owner with the caller's
+/// search_path, which a re-analysis by the plan cache would use.
+struct Statements {
+    /// The lease is this owner's and live (true), or free, expired, or this owner's after its
+    /// expiry (false): the row is locked. No row: held by another owner, or never leased.
+    takeable: SavedPlan,
+    /// Extends this owner's lease: its token.
+    extend: SavedPlan,
+    /// Gives the lease to a new holder.
+    take: SavedPlan,
+    /// Microseconds until the holder's expiry.
+    expires_in: SavedPlan,
+    /// The first lease of a key: its token, or no row when a concurrent first lease won.
+    insert: SavedPlan,
+    /// Renews the lease held with a token by a role: the new expiry.
+    renew: SavedPlan,
+    /// Releases the lease held with a token by a role.
+    release: SavedPlan,
+}
+
+const QUALIFIED_HOLDER_CHECK: &str = "(holder OPERATOR(pg_catalog.=) $4 \
+     OR pg_catalog.pg_has_role($4::pg_catalog.oid, holder::pg_catalog.oid, 'USAGE'))";
+
+impl Statements {
+    fn prepare(table: &str) -> Statements {
+        use pg_sys::{INT4OID, INT8OID, INTERVALOID, REGROLEOID, TEXTOID};
+        let key = "ns OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2";
+        let now = "pg_catalog.clock_timestamp()";
+        let holder = QUALIFIED_HOLDER_CHECK;
+        Statements {
+            takeable: spi::prepare(
+                &format!(
+                    "SELECT owner IS NOT NULL AND expires_at OPERATOR(pg_catalog.>) {now} \
+                            AND owner OPERATOR(pg_catalog.=) $3 AND {holder} \
+                       FROM {table} WHERE {key} \
+                        AND (owner IS NULL OR expires_at OPERATOR(pg_catalog.<=) {now} \
+                             OR (owner OPERATOR(pg_catalog.=) $3 AND {holder})) \
+                        FOR UPDATE"
+                ),
+                &[INT4OID, INT4OID, TEXTOID, REGROLEOID],
+            ),
+            extend: spi::prepare(
+                &format!(
+                    "UPDATE {table} SET renewed_at = {now}, \
+                            expires_at = {now} OPERATOR(pg_catalog.+) $3 \
+                      WHERE {key} RETURNING token"
+                ),
+                &[INT4OID, INT4OID, INTERVALOID],
+            ),
+            take: spi::prepare(
+                &format!(
+                    "UPDATE {table} SET owner = $3, holder = $4, token = $5, key = $6, \
+                            acquired_at = {now}, renewed_at = {now}, \
+                            expires_at = {now} OPERATOR(pg_catalog.+) $7 \
+                      WHERE {key}"
+                ),
+                &[INT4OID, INT4OID, TEXTOID, REGROLEOID, INT8OID, TEXTOID, INTERVALOID],
+            ),
+            expires_in: spi::prepare(
+                &format!(
+                    "SELECT (pg_catalog.date_part('epoch', expires_at OPERATOR(pg_catalog.-) {now}) \
+                             OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8 \
+                       FROM {table} WHERE {key}"
+                ),
+                &[INT4OID, INT4OID],
+            ),
+            insert: spi::prepare(
+                &format!(
+                    "INSERT INTO {table} \
+                         (ns, id, owner, holder, token, key, acquired_at, renewed_at, expires_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, {now}, {now}, {now} OPERATOR(pg_catalog.+) $7) \
+                     ON CONFLICT (ns, id) DO NOTHING RETURNING token"
+                ),
+                &[INT4OID, INT4OID, TEXTOID, REGROLEOID, INT8OID, TEXTOID, INTERVALOID],
+            ),
+            renew: spi::prepare(
+                &format!(
+                    "UPDATE {table} SET renewed_at = {now}, \
+                            expires_at = {now} OPERATOR(pg_catalog.+) $5 \
+                      WHERE {key} AND token OPERATOR(pg_catalog.=) $3 AND owner IS NOT NULL \
+                        AND {holder} RETURNING expires_at"
+                ),
+                &[INT4OID, INT4OID, INT8OID, REGROLEOID, INTERVALOID],
+            ),
+            release: spi::prepare(
+                &format!(
+                    "UPDATE {table} SET owner = NULL, holder = NULL, renewed_at = NULL, \
+                            expires_at = NULL \
+                      WHERE {key} AND token OPERATOR(pg_catalog.=) $3 AND owner IS NOT NULL \
+                        AND {holder}"
+                ),
+                &[INT4OID, INT4OID, INT8OID, REGROLEOID],
+            ),
+        }
+    }
+
+    fn free(self) {
+        [
+            self.takeable,
+            self.extend,
+            self.take,
+            self.expires_in,
+            self.insert,
+            self.renew,
+            self.release,
+        ]
+        .into_iter()
+        .for_each(SavedPlan::free);
     }
 }
 
-/// Runs `work` with the lease table's owner as the current user and a search_path of
-/// pg_catalog only, as a SECURITY DEFINER function with a SET clause runs; `work` gets the
-/// table's qualified name and the caller's role. An ERROR in between is cleaned up by the
-/// (sub)transaction's abort, which restores both, as it does for such functions.
+thread_local! {
+    /// The statements, prepared for the lease table with this OID (a new table, after DROP
+    /// and CREATE EXTENSION, gets new ones).
+    static STATEMENTS: std::cell::RefCell<Option<(pg_sys::Oid, std::rc::Rc<Statements>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `work` with the lease table's statements, as the table's owner (as a SECURITY
+/// DEFINER function runs), inside an SPI connection; `work` also gets the caller's role. An
+/// ERROR in between is cleaned up by the (sub)transaction's abort, which restores the user
+/// and closes the connection, as for such functions.
 fn as_table_owner<R>(
     fcinfo: pg_sys::FunctionCallInfo,
-    work: impl FnOnce(&str, pg_sys::Oid) -> R,
+    work: impl FnOnce(&Statements, pg_sys::Oid) -> R,
 ) -> R {
-    let table = extension::qualified(fcinfo, LEASE_TABLE);
     let table_oid = extension::relation(fcinfo, LEASE_TABLE);
     unsafe {
         let (mut caller, mut context) = (pg_sys::InvalidOid, 0);
         pg_sys::GetUserIdAndSecContext(&mut caller, &mut context);
-        let owner = table_owner(table_oid);
-        let nest_level = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            c"search_path".as_ptr(),
-            c"pg_catalog, pg_temp".as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
         pg_sys::SetUserIdAndSecContext(
-            owner,
+            table_owner(table_oid),
             context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32,
         );
-        let result = work(&table, caller);
+        let result = spi::connected(|| {
+            let statements = STATEMENTS.with_borrow_mut(|cached| match cached {
+                Some((oid, statements)) if *oid == table_oid => statements.clone(),
+                _ => {
+                    let table = extension::qualified(fcinfo, LEASE_TABLE);
+                    let fresh = std::rc::Rc::new(Statements::prepare(&table));
+                    if let Some((_, stale)) = cached.replace((table_oid, fresh.clone())) {
+                        if let Ok(stale) = std::rc::Rc::try_unwrap(stale) {
+                            stale.free();
+                        }
+                    }
+                    fresh
+                }
+            });
+            work(&statements, caller)
+        });
         pg_sys::SetUserIdAndSecContext(caller, context);
-        pg_sys::AtEOXact_GUC(true, nest_level);
         result
     }
 }
@@ -164,117 +274,57 @@ enum Seen {
     Held { expires_in_us: i64 },
 }
 
+/// The first column of the first row the last statement returned, read as `T`.
+fn first<T: FromDatum>() -> Option<T> {
+    SavedPlan::first_value().and_then(|datum| unsafe { T::from_datum(datum, false) })
+}
+
 /// One attempt: the lease if it is free, expired, or held by `owner` (and the caller's role).
 fn attempt(
-    client: &mut SpiClient<'_>,
+    statements: &Statements,
     fcinfo: pg_sys::FunctionCallInfo,
-    table: &str,
     role: pg_sys::Oid,
     keyed: &crate::locking::Keyed,
     owner: &str,
     ttl: Interval,
-) -> Result<Seen, pgrx::spi::Error> {
-    let key = keyed.key;
+) -> Seen {
+    let (ns, id) = (keyed.key.ns.into_datum(), keyed.key.id.into_datum());
+    let (owner, role) = (owner.into_datum(), role.into_datum());
+    let (label, ttl) = (keyed.label.as_deref().into_datum(), ttl.into_datum());
     loop {
         // Locks the row only when this call may take it, so a busy lease is never blocked
         // by a caller that only looked (the holder must be able to renew and release).
-        let takeable = client
-            .update(
-                &format!(
-                    "SELECT owner IS NOT NULL AND expires_at > clock_timestamp() \
-                            AND owner = $3 AND (holder = $4 OR pg_has_role($4, holder, 'USAGE')) \
-                       FROM {table} \
-                      WHERE ns = $1 AND id = $2 \
-                        AND (owner IS NULL OR expires_at <= clock_timestamp() \
-                             OR (owner = $3 AND (holder = $4 OR pg_has_role($4, holder, 'USAGE')))) \
-                        FOR UPDATE"
-                ),
-                None,
-                &[key.ns.into(), key.id.into(), owner.into(), role.into()],
-            )
-            .and_then(first_value::<bool>)?;
-        match takeable {
+        statements.takeable.execute(&[ns, id, owner, role]);
+        match first::<bool>() {
             // Still held by this owner: the same token, the TTL extended.
             Some(true) => {
-                let token = client
-                    .update(
-                        &format!(
-                            "UPDATE {table} SET renewed_at = clock_timestamp(), \
-                                    expires_at = clock_timestamp() + $3 \
-                              WHERE ns = $1 AND id = $2 RETURNING token"
-                        ),
-                        None,
-                        &[key.ns.into(), key.id.into(), ttl.into()],
-                    )
-                    .and_then(first_value::<i64>)?;
-                return Ok(Seen::Granted(token.unwrap_or_default()));
+                statements.extend.execute(&[ns, id, ttl]);
+                return Seen::Granted(first::<i64>().unwrap_or_default());
             }
             // Free, expired, or this owner's after expiry: drawn under the row lock, after
             // every token of earlier holders, the token of a new grant.
             Some(false) => {
                 let token = tokens::next_token(fcinfo);
-                client.update(
-                    &format!(
-                        "UPDATE {table} SET owner = $3, holder = $4, token = $5, key = $6, \
-                                acquired_at = clock_timestamp(), renewed_at = clock_timestamp(), \
-                                expires_at = clock_timestamp() + $7 \
-                          WHERE ns = $1 AND id = $2"
-                    ),
-                    None,
-                    &[
-                        key.ns.into(),
-                        key.id.into(),
-                        owner.into(),
-                        role.into(),
-                        token.into(),
-                        keyed.label.as_deref().into(),
-                        ttl.into(),
-                    ],
-                )?;
-                return Ok(Seen::Granted(token));
+                statements
+                    .take
+                    .execute(&[ns, id, owner, role, token.into_datum(), label, ttl]);
+                return Seen::Granted(token);
             }
             None => {}
         }
-        let expires_in_us = client
-            .update(
-                &format!(
-                    "SELECT (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::int8 \
-                       FROM {table} WHERE ns = $1 AND id = $2"
-                ),
-                None,
-                &[key.ns.into(), key.id.into()],
-            )
-            .and_then(first_value::<i64>)?;
-        if let Some(expires_in_us) = expires_in_us {
-            return Ok(Seen::Held { expires_in_us });
+        statements.expires_in.execute(&[ns, id]);
+        if let Some(expires_in_us) = first::<i64>() {
+            return Seen::Held { expires_in_us };
         }
         // No row: the key was never leased. Rows are never deleted, so no earlier holder of
         // this key can have a larger token than one drawn now. A concurrent first lease wins
         // the insert; then look again.
         let token = tokens::next_token(fcinfo);
-        let inserted = client
-            .update(
-                &format!(
-                    "INSERT INTO {table} \
-                         (ns, id, key, owner, holder, token, acquired_at, renewed_at, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp(), clock_timestamp(), \
-                             clock_timestamp() + $7) \
-                     ON CONFLICT (ns, id) DO NOTHING RETURNING token"
-                ),
-                None,
-                &[
-                    key.ns.into(),
-                    key.id.into(),
-                    keyed.label.as_deref().into(),
-                    owner.into(),
-                    role.into(),
-                    token.into(),
-                    ttl.into(),
-                ],
-            )
-            .and_then(first_value::<i64>)?;
-        if let Some(token) = inserted {
-            return Ok(Seen::Granted(token));
+        statements
+            .insert
+            .execute(&[ns, id, owner, role, token.into_datum(), label, ttl]);
+        if first::<i64>().is_some() {
+            return Seen::Granted(token);
         }
     }
 }
@@ -303,11 +353,9 @@ fn acquire(
         if let (Some(channel), Some(_)) = (channel, deadline) {
             unsafe { pg_sys::ConditionVariablePrepareToSleep(channel) };
         }
-        let seen = as_table_owner(fcinfo, |table, role| {
-            Spi::connect_mut(|client| attempt(client, fcinfo, table, role, &keyed, owner, ttl))
-        })
-        .map_err(|error| ("acquire_lease", error))
-        .or_raise();
+        let seen = as_table_owner(fcinfo, |statements, role| {
+            attempt(statements, fcinfo, role, &keyed, owner, ttl)
+        });
         let expires_in_us = match seen {
             Seen::Granted(token) => {
                 if channel.is_some() && deadline.is_some() {
@@ -382,39 +430,6 @@ key_forms! {
     },
 }
 
-/// Runs one statement on the lease held with `token` by the caller's role (or a role it is a
-/// member of); its single result, None when no such lease exists.
-fn update_held<T: IntoDatum + FromDatum>(
-    fcinfo: pg_sys::FunctionCallInfo,
-    key: LockKey,
-    token: i64,
-    set: &str,
-    ttl: Option<Interval>,
-) -> Option<T> {
-    // The new expiry with a TTL ($5), else true.
-    let returning = ttl.map_or("true", |_| "expires_at");
-    as_table_owner(fcinfo, |table, role| {
-        let mut arguments = vec![key.ns.into(), key.id.into(), token.into(), role.into()];
-        arguments.extend(ttl.map(Into::into));
-        Spi::connect_mut(|client| {
-            client
-                .update(
-                    &format!(
-                        "UPDATE {table} SET {set} \
-                          WHERE ns = $1 AND id = $2 AND token = $3 AND owner IS NOT NULL \
-                            AND (holder = $4 OR pg_has_role($4, holder, 'USAGE')) \
-                         RETURNING {returning}"
-                    ),
-                    None,
-                    &arguments,
-                )
-                .and_then(first_value::<T>)
-        })
-    })
-    .map_err(|error| ("fenced_lease_state", error))
-    .or_raise()
-}
-
 // Extends the lease held with `token` to `ttl` from now: the new expiry, or NULL when the
 // lease is lost (taken over after expiry, released, or never held with that token). A lease
 // that expired but was not taken over is still this token's, and is renewed.
@@ -424,16 +439,20 @@ key_forms! {
     attributes: [volatile, parallel_unsafe],
     arguments: (token: Option<i64>, ttl: Option<Interval>),
     returns: Option<TimestampWithTimeZone>,
-    |_fcinfo, function, keyed| {
+    |fcinfo, function, keyed| {
         let token = required(token, function, "token").or_raise();
         let ttl = positive(ttl, function, "ttl");
-        update_held(
-            _fcinfo,
-            keyed.key,
-            token,
-            "renewed_at = clock_timestamp(), expires_at = clock_timestamp() + $5",
-            Some(ttl),
-        )
+        let key = keyed.key;
+        as_table_owner(fcinfo, |statements, role| {
+            statements.renew.execute(&[
+                key.ns.into_datum(),
+                key.id.into_datum(),
+                token.into_datum(),
+                role.into_datum(),
+                ttl.into_datum(),
+            ]);
+            first::<TimestampWithTimeZone>()
+        })
     },
 }
 
@@ -447,14 +466,15 @@ key_forms! {
     returns: bool,
     |fcinfo, function, keyed| {
         let token = required(token, function, "token").or_raise();
-        let released = update_held::<bool>(
-            fcinfo,
-            keyed.key,
-            token,
-            "owner = NULL, holder = NULL, renewed_at = NULL, expires_at = NULL",
-            None,
-        )
-        .is_some();
+        let key = keyed.key;
+        let released = as_table_owner(fcinfo, |statements, role| {
+            statements.release.execute(&[
+                key.ns.into_datum(),
+                key.id.into_datum(),
+                token.into_datum(),
+                role.into_datum(),
+            ]) == 1
+        });
         if released {
             if let Some(channel) = wakeup_channel(keyed.key) {
                 RELEASED_CHANNELS.with_borrow_mut(|channels| channels.push(channel));

@@ -9,6 +9,7 @@
 //! - `errors`: every failure and its SQLSTATE, message, DETAIL and HINT; raw errors for codes
 //!   pgrx cannot carry (SF001, codes raised under fenced_update).
 //! - `shmem`: the shared-memory hooks (when preloaded) and a guard for LWLocks.
+//! - `spi`: saved SPI plans, for the statements fenced_lock runs on its own tables.
 //! - `extension`: the extension's own objects (token sequence, registry), found in its schema.
 //! - `shared_grants`: the shared-memory table of live grants (when preloaded).
 //! - `grants`: what this backend holds, with transaction and subtransaction callbacks.
@@ -43,6 +44,7 @@ mod session;
 mod settings;
 mod shared_grants;
 mod shmem;
+mod spi;
 mod tokens;
 mod types;
 

@@ -139,6 +139,39 @@ impl Drop for Server {
     }
 }
 
+/// PgBouncer in transaction mode in front of one database of a server (scripts/pg.sh bouncer),
+/// on a socket of its own; stopped when dropped.
+pub struct Bouncer {
+    dir: String,
+    socket_dir: String,
+}
+
+impl Bouncer {
+    pub fn start(name: &str, server: &Server, database: &str) -> Bouncer {
+        let dir = repo_root().join("build/faults").join(name);
+        let dir = dir.to_string_lossy().into_owned();
+        pg_sh(&["bouncer-stop", &dir]);
+        pg_sh(&["bouncer", &dir, &server.dir, database]);
+        Bouncer {
+            socket_dir: pg_sh(&["socket", &dir]).trim().to_string(),
+            dir,
+        }
+    }
+
+    pub fn url(&self, database: &str) -> String {
+        format!(
+            "host={} user=postgres dbname={database} connect_timeout=10",
+            self.socket_dir
+        )
+    }
+}
+
+impl Drop for Bouncer {
+    fn drop(&mut self) {
+        pg_sh(&["bouncer-stop", &self.dir]);
+    }
+}
+
 /// A tiny deterministic generator, so runs are repeatable without a dependency.
 pub struct Lcg(u64);
 

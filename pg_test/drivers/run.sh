@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The driver suite: the same patterns (pg_test/drivers/*) run by psycopg 3, asyncpg,
 # node-postgres and rust-postgres, each sending parameters as it does by default, against the
-# test server whose socket directory is $1, directly and through PgBouncer in transaction
+# test server whose socket directory is $1 and directory $2, directly and through PgBouncer in transaction
 # mode. Installs the pinned drivers from their registries when missing (under build/drivers).
 # Prints every pattern's line and "drivers: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 host=$1
+# The server's directory: PgBouncer is put in front of it by scripts/pg.sh.
+server=$2
 ROOT=$PWD/build/drivers
 DATABASE=fenced_lock_drivers
 mkdir -p "$ROOT"
@@ -34,36 +36,13 @@ psql "host=$host user=postgres dbname=$DATABASE" -qX -c "CREATE EXTENSION fenced
     -c "INSERT INTO driver_rows SELECT g, NULL, NULL FROM generate_series(1, 1000) g" \
     -c "SELECT register_namespace('drivers', 4202)" >/dev/null
 bouncer=$ROOT/pgbouncer
-# Its socket: in its directory unless that path is too long for a socket (scripts/pg.sh).
+scripts/pg.sh bouncer-stop "$bouncer"
+scripts/pg.sh bouncer "$bouncer" "$server" "$DATABASE"
+trap 'scripts/pg.sh bouncer-stop "$bouncer"' EXIT
 bouncer_sockets=$(scripts/pg.sh socket "$bouncer")
-mkdir -p "$bouncer" "$bouncer_sockets"
-cat >"$bouncer/pgbouncer.ini" <<INI
-[databases]
-$DATABASE = host=$host port=5432 dbname=$DATABASE user=postgres
-[pgbouncer]
-listen_addr =
-listen_port = 6432
-unix_socket_dir = $bouncer_sockets
-auth_type = trust
-auth_file = $bouncer/users.txt
-pool_mode = transaction
-max_client_conn = 50
-default_pool_size = 4
-pidfile = $bouncer/pgbouncer.pid
-logfile = $bouncer/pgbouncer.log
-INI
-echo '"postgres" ""' >"$bouncer/users.txt"
-chown -R postgres:postgres "$bouncer" "$bouncer_sockets"
-runuser -u postgres -- pgbouncer -q "$bouncer/pgbouncer.ini" &
-bouncer_pid=$!
-trap 'kill $bouncer_pid 2>/dev/null; wait $bouncer_pid 2>/dev/null' EXIT
-for _ in $(seq 50); do
-    [ -S "$bouncer_sockets/.s.PGSQL.6432" ] && break
-    sleep 0.1
-done
 
 export DRIVERS_HOST=$host DRIVERS_PORT=5432 DRIVERS_POOLED_HOST=$bouncer_sockets \
-    DRIVERS_POOLED_PORT=6432 DRIVERS_DATABASE=$DATABASE
+    DRIVERS_POOLED_PORT=5432 DRIVERS_DATABASE=$DATABASE
 output=$(
     for route in direct pooled; do
         "$ROOT/venv/bin/python" pg_test/drivers/python/patterns.py psycopg $route

@@ -114,8 +114,10 @@ RESET ROLE;
 DROP ROLE lease_app_1;
 DROP ROLE lease_app_2;
 
--- A search_path that puts a role's own operators first changes nothing in the functions
--- (they run as the table's owner with search_path pg_catalog).
+-- A search_path that puts a role's own operators first changes nothing in the functions: they
+-- run as the table's owner, and every name in their statements is qualified. (A new session,
+-- so that they are prepared under this search_path.)
+\c -
 CREATE SCHEMA lease_trap;
 CREATE FUNCTION lease_trap.int4_eq_trap(int4, int4) RETURNS boolean
     LANGUAGE sql AS 'SELECT true';

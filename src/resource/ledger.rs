@@ -3,8 +3,8 @@
 //! stored one (or for a new resource) and stores it, atomically: INSERT ... ON CONFLICT DO
 //! UPDATE locks the row, and a concurrent check re-evaluates against the committed maximum.
 
-use super::spi::{self, SavedPlan};
 use crate::errors::{OrRaise, RawError, StaleToken};
+use crate::spi::{self, SavedPlan};
 use crate::types::required;
 use pgrx::pg_sys;
 use pgrx::prelude::*;

@@ -5,7 +5,6 @@
 //! - `ledger`: fence_check / fence_check_strict, the highest token per named resource.
 
 mod ledger;
-mod spi;
 mod trigger;
 mod update;
 

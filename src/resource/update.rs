@@ -8,9 +8,9 @@
 //! A bare C function (`raw_error_entry!`), so that an error raised by the UPDATE (SF001 from
 //! an enforce_fence trigger, a domain's custom code) reaches the caller with its own SQLSTATE.
 
-use super::spi::{self, SavedPlan};
 use super::{find_column, find_fence_column, relation_display_name, Column};
 use crate::errors::{original_sqlstate, FencedError, OrRaise, RawError};
+use crate::spi::{self, SavedPlan};
 use crate::types;
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;

@@ -1,15 +1,23 @@
-//! A leader-election loop on fenced_lock.
+//! A leader-election loop on fenced_lock, in two modes.
 //!
-//! Each instance keeps one dedicated connection (never a transaction-mode pooler: the lease is
-//! that connection's session lock). It tries `become_leader`; the leader does its work through
-//! `fenced_update` with its term as the fencing token and checks `current_fence` before each
-//! step; it steps down as soon as either says it lost the lease. A leader whose connection is
-//! cut behaves like a paused process: after `--pause-ms` it wakes up and tries one more write
-//! with its old term, which a newer leader's writes have fenced off.
+//! Session lock (default): each instance keeps one dedicated connection (never a
+//! transaction-mode pooler: the lock is that connection's). It tries `become_leader` for its
+//! owner; the leader does its work through `fenced_update` with its term as the fencing token
+//! and checks `current_fence` before each step; it steps down as soon as either says it lost
+//! the lock. A leader whose connection is cut behaves like a paused process: after
+//! `--pause-ms` it wakes up and tries one more write with its old term, which a newer leader's
+//! writes have fenced off.
 //!
-//! Usage: fenced_leader --url URL --name NAME [--ns 4242 --id 1 --seconds 10 --pause-ms 1500]
+//! Lease (`--lease TTL_MS`): works through any pooler, every statement in a transaction of its
+//! own. Followers wait in `acquire_lease` (woken by a release, or at the holder's expiry); the
+//! leader renews every TTL/3, steps down when `renew_lease` returns NULL, and writes with its
+//! token. A leader process that dies keeps the lease until its TTL runs out.
+//!
+//! Usage: fenced_leader --url URL --name NAME [--ns 4242 --id 1 --seconds 10 --pause-ms 1500
+//!        --lease TTL_MS]
 //! Prints one line per event: `LEADER name term pid`, `WORK name term accepted|superseded`,
-//! `STEPDOWN name term reason`, `LATE name term accepted|refused`.
+//! `STEPDOWN name term reason`, `LATE name term accepted|refused` (pid: the backend's for a
+//! session lock, this process's for a lease).
 
 use postgres::{Client, NoTls};
 use std::time::{Duration, Instant};
@@ -21,6 +29,8 @@ struct Options {
     id: i32,
     seconds: u64,
     pause_ms: u64,
+    /// Lease mode, with this TTL (ms).
+    lease_ms: Option<u64>,
 }
 
 fn options() -> Options {
@@ -31,6 +41,7 @@ fn options() -> Options {
         id: 1,
         seconds: 10,
         pause_ms: 1500,
+        lease_ms: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -42,6 +53,7 @@ fn options() -> Options {
             "--id" => options.id = value.parse().expect("--id takes an integer"),
             "--seconds" => options.seconds = value.parse().expect("--seconds takes an integer"),
             "--pause-ms" => options.pause_ms = value.parse().expect("--pause-ms takes an integer"),
+            "--lease" => options.lease_ms = Some(value.parse().expect("--lease takes ms")),
             other => panic!("unknown option {other}"),
         }
     }
@@ -49,15 +61,28 @@ fn options() -> Options {
     options
 }
 
+/// One statement in a transaction of its own, its first value: behind a transaction-mode
+/// pooler a statement must be prepared and run on one server connection.
+fn one<T: for<'a> postgres::types::FromSql<'a>>(
+    client: &mut Client,
+    sql: &str,
+    params: &[&(dyn postgres::types::ToSql + Sync)],
+) -> Result<T, postgres::Error> {
+    let mut transaction = client.transaction()?;
+    let value = transaction.query_one(sql, params)?.get(0);
+    transaction.commit()?;
+    Ok(value)
+}
+
 /// One fenced step of the leader's work: true when the write was accepted.
 fn work(client: &mut Client, o: &Options, term: i64, beat: i32) -> Result<bool, postgres::Error> {
-    let row = client.query_one(
+    one(
+        client,
         // $1 is cast: fenced_update's id is polymorphic and this driver sends untyped parameters.
         "SELECT fenced_update('leader_work', $1::int, $2, \
          jsonb_build_object('leader', $3::text, 'beat', $4::int))",
         &[&o.id, &term, &o.name, &beat],
-    )?;
-    Ok(row.get(0))
+    )
 }
 
 /// Why the leader loop ended on an error: a closed connection means the lease is gone with
@@ -73,6 +98,66 @@ fn lost_or_failed(client: &Client, o: &Options, error: &postgres::Error) -> &'st
 
 fn main() {
     let o = options();
+    match o.lease_ms {
+        Some(ttl_ms) => lease_loop(&o, ttl_ms),
+        None => session_loop(&o),
+    }
+}
+
+/// The leader loop on a table-backed lease.
+fn lease_loop(o: &Options, ttl_ms: u64) {
+    let deadline = Instant::now() + Duration::from_secs(o.seconds);
+    let owner = format!("{}:{}", o.name, std::process::id());
+    let ttl = ttl_ms as f64 / 1000.0;
+    let (acquire, renew, release) = (
+        "SELECT acquire_lease($1, $2, $3, make_interval(secs => $4), make_interval(secs => $4))",
+        "SELECT renew_lease($1, $2, $3, make_interval(secs => $4)) IS NOT NULL",
+        "SELECT release_lease($1, $2, $3)",
+    );
+    while Instant::now() < deadline {
+        let Ok(mut client) = Client::connect(&o.url, NoTls) else {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        };
+        // Follower: wait up to one TTL for a release or the holder's expiry, then again.
+        let token: Option<i64> = match one(&mut client, acquire, &[&o.ns, &o.id, &owner, &ttl]) {
+            Ok(token) => token,
+            Err(_) => continue,
+        };
+        let Some(token) = token else { continue };
+        println!("LEADER {} {token} {}", o.name, std::process::id());
+        let mut renewed_at = Instant::now();
+        let mut beat = 0;
+        let reason = loop {
+            if Instant::now() >= deadline {
+                let _: Result<bool, _> = one(&mut client, release, &[&o.ns, &o.id, &token]);
+                break "done";
+            }
+            if renewed_at.elapsed() >= Duration::from_millis(ttl_ms / 3) {
+                match one::<bool>(&mut client, renew, &[&o.ns, &o.id, &token, &ttl]) {
+                    Ok(true) => renewed_at = Instant::now(),
+                    Ok(false) => break "lease lost",
+                    Err(error) => break lost_or_failed(&client, o, &error),
+                }
+            }
+            beat += 1;
+            match work(&mut client, o, token, beat) {
+                Ok(true) => println!("WORK {} {token} accepted", o.name),
+                Ok(false) => {
+                    println!("WORK {} {token} superseded", o.name);
+                    break "superseded";
+                }
+                Err(error) => break lost_or_failed(&client, o, &error),
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        println!("STEPDOWN {} {token} {reason}", o.name);
+    }
+}
+
+/// The leader loop on a session lock, on a dedicated connection.
+fn session_loop(o: &Options) {
+    let owner = format!("{}:{}", o.name, std::process::id());
     let deadline = Instant::now() + Duration::from_secs(o.seconds);
     while Instant::now() < deadline {
         let Ok(mut client) = Client::connect(&o.url, NoTls) else {
@@ -81,11 +166,14 @@ fn main() {
         };
         let _ = client.batch_execute(&format!("SET application_name = '{}'", o.name));
         // Follower: try to lead every 100 ms.
-        let term: Option<i64> =
-            match client.query_one("SELECT become_leader($1, $2)", &[&o.ns, &o.id]) {
-                Ok(row) => row.get(0),
-                Err(_) => continue,
-            };
+        let term: Option<i64> = match one(
+            &mut client,
+            "SELECT become_leader($1, $2, $3)",
+            &[&o.ns, &o.id, &owner],
+        ) {
+            Ok(term) => term,
+            Err(_) => continue,
+        };
         let Some(term) = term else {
             std::thread::sleep(Duration::from_millis(100));
             continue;
@@ -99,22 +187,23 @@ fn main() {
         let mut beat = 0;
         let reason = loop {
             if Instant::now() >= deadline {
-                let _ = client.query_one("SELECT release_fenced($1, $2)", &[&o.ns, &o.id]);
+                let release = "SELECT release_fenced($1, $2, $3)";
+                let _: Result<bool, _> = one(&mut client, release, &[&o.ns, &o.id, &owner]);
                 break "done";
             }
-            match client.query_one("SELECT current_fence($1, $2)", &[&o.ns, &o.id]) {
-                Ok(row) if row.get::<_, Option<i64>>(0) == Some(term) => {}
+            match one::<Option<i64>>(&mut client, "SELECT current_fence($1, $2)", &[&o.ns, &o.id]) {
+                Ok(held) if held == Some(term) => {}
                 Ok(_) => break "lease lost",
-                Err(error) => break lost_or_failed(&client, &o, &error),
+                Err(error) => break lost_or_failed(&client, o, &error),
             }
             beat += 1;
-            match work(&mut client, &o, term, beat) {
+            match work(&mut client, o, term, beat) {
                 Ok(true) => println!("WORK {} {term} accepted", o.name),
                 Ok(false) => {
                     println!("WORK {} {term} superseded", o.name);
                     break "superseded";
                 }
-                Err(error) => break lost_or_failed(&client, &o, &error),
+                Err(error) => break lost_or_failed(&client, o, &error),
             }
             std::thread::sleep(Duration::from_millis(100));
         };
@@ -124,7 +213,7 @@ fn main() {
             // writes with the term it still believes in.
             std::thread::sleep(Duration::from_millis(o.pause_ms));
             if let Ok(mut late) = Client::connect(&o.url, NoTls) {
-                if let Ok(accepted) = work(&mut late, &o, term, -1) {
+                if let Ok(accepted) = work(&mut late, o, term, -1) {
                     let verdict = if accepted { "accepted" } else { "refused" };
                     println!("LATE {} {term} {verdict}", o.name);
                 }

@@ -1,5 +1,6 @@
-//! The few SPI calls the resource side needs, over saved plans: prepared once per backend,
-//! kept across transactions, revalidated by PostgreSQL's plan cache when tables change.
+//! The few SPI calls fenced_lock needs (the resource side, leases), over saved plans: prepared
+//! once per backend, kept across transactions, revalidated by PostgreSQL's plan cache when
+//! tables change.
 
 use pgrx::pg_sys;
 use std::ffi::CString;
