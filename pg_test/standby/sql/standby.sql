@@ -16,6 +16,15 @@ BEGIN;
 SELECT try_acquire_fenced(1001, 42);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
+-- Leases too: 25006 (acquire) and PostgreSQL's own 25006 for a write (renew, release); the
+-- replicated lease table is readable.
+SELECT acquire_lease(1001, 42, 'standby', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT renew_lease(1001, 42, 1, '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT release_lease(1001, 42, 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS leases FROM fenced_leases;
 -- Nothing was locked on the standby.
 SELECT count(*) AS advisory_locks FROM pg_catalog.pg_locks WHERE locktype = 'advisory';
 
