@@ -46,7 +46,12 @@ struct InputCheck {
 /// `StatementKey::changed_columns`; None where the UPDATE alone decides). Everything the
 /// input functions cache (a domain's constraints, say) lives in `memory`, deleted with it.
 struct Statements {
+    /// The UPDATE that reads every changed value from `changes` (jsonb_populate_record).
     update: SavedPlan,
+    /// The same UPDATE with each value that has an input check passed as a typed parameter
+    /// ($4, $5, ... in the order of the checks): the value the check produced, not read a
+    /// second time. Used unless a checked column was given an array or an object.
+    update_typed: SavedPlan,
     fence_of_row: SavedPlan,
     table_name: String,
     checks: Vec<Option<InputCheck>>,
@@ -56,6 +61,7 @@ struct Statements {
 impl Drop for Statements {
     fn drop(&mut self) {
         self.update.free();
+        self.update_typed.free();
         self.fence_of_row.free();
         unsafe { pg_sys::MemoryContextDelete(self.memory) };
     }
@@ -157,19 +163,42 @@ pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, 
         fence_column,
         changed_columns: changes.iter().map(|(name, _)| name.clone()).collect(),
     };
-    let arguments = [
+    let mut arguments = vec![
         Some(id),
         Some(pg_sys::Datum::from(token)),
         Some(changes_jsonb),
     ];
     let written = spi::connected(|| {
         let statements = statements_for(key);
+        // The value of each checked column, as its type: the typed UPDATE's parameters.
+        let mut typed = Some(Vec::new());
         for ((name, value), check) in changes.iter().zip(&statements.checks) {
-            if let (Some(check), Some(value)) = (check, value) {
-                check_value_fits(&statements.table_name, name, check, value);
+            let Some(check) = check else { continue };
+            let datum = match value {
+                JsonValue::Scalar(text) => Some(value_as_column_type(
+                    &statements.table_name,
+                    name,
+                    check,
+                    text,
+                )),
+                JsonValue::Null => None,
+                JsonValue::Structured => {
+                    typed = None;
+                    continue;
+                }
+            };
+            if let Some(typed) = typed.as_mut() {
+                typed.push(datum);
             }
         }
-        if statements.update.execute(&arguments) > 0 {
+        let update = match typed {
+            Some(values) => {
+                arguments.extend(values);
+                statements.update_typed
+            }
+            None => statements.update,
+        };
+        if update.execute(&arguments) > 0 {
             return true;
         }
         // Not written: the row carries a higher token, or there is no row the caller can see,
@@ -235,10 +264,20 @@ unsafe fn relation_exists(table: pg_sys::Oid) -> bool {
     }
 }
 
-/// The top-level keys of the detoasted `changes` object in jsonb's own order, each with its scalar
-/// value as text (as `jsonb_populate_record` would read it: numbers exactly, big or long
-/// ones included), or None for null, arrays and objects, which the UPDATE alone checks.
-fn changed_values(changes: pg_sys::Datum) -> Vec<(String, Option<String>)> {
+/// A value of `changes`, as a column sees it.
+enum JsonValue {
+    /// A string, number or boolean, as text (as `jsonb_populate_record` would read it:
+    /// numbers exactly, big or long ones included).
+    Scalar(String),
+    Null,
+    /// An array or an object: jsonb_populate_record alone converts it (to an array or a
+    /// composite column).
+    Structured,
+}
+
+/// The top-level keys of the detoasted `changes` object in jsonb's own order, with their
+/// values.
+fn changed_values(changes: pg_sys::Datum) -> Vec<(String, JsonValue)> {
     use pg_sys::jbvType as kind;
     use pg_sys::JsonbIteratorToken::*;
     unsafe {
@@ -258,8 +297,8 @@ fn changed_values(changes: pg_sys::Datum) -> Vec<(String, Option<String>)> {
                 WJB_KEY => key = jsonb_string(&value),
                 WJB_VALUE => {
                     let text = match value.type_ {
-                        kind::jbvString => Some(jsonb_string(&value)),
-                        kind::jbvNumeric => Some(
+                        kind::jbvString => JsonValue::Scalar(jsonb_string(&value)),
+                        kind::jbvNumeric => JsonValue::Scalar(
                             CStr::from_ptr(pg_sys::OidOutputFunctionCall(
                                 pg_sys::Oid::from(pg_sys::F_NUMERIC_OUT),
                                 pg_sys::Datum::from(value.val.numeric),
@@ -267,8 +306,9 @@ fn changed_values(changes: pg_sys::Datum) -> Vec<(String, Option<String>)> {
                             .to_string_lossy()
                             .into_owned(),
                         ),
-                        kind::jbvBool => Some(value.val.boolean.to_string()),
-                        _ => None,
+                        kind::jbvBool => JsonValue::Scalar(value.val.boolean.to_string()),
+                        kind::jbvNull => JsonValue::Null,
+                        _ => JsonValue::Structured,
                     };
                     pairs.push((std::mem::take(&mut key), text));
                 }
@@ -351,13 +391,20 @@ fn validate_and_prepare(key: &StatementKey) -> Statements {
             pg_sys::ALLOCSET_SMALL_MAXSIZE as _,
         )
     };
-    let checks = columns
+    let checks: Vec<Option<InputCheck>> = columns
         .iter()
         .map(|column| input_check(column, memory))
         .collect();
-    let (update, fence_of_row) = prepare_statements(key, &key_column, &table_name);
+    let checked: Vec<Option<pg_sys::Oid>> = columns
+        .iter()
+        .zip(&checks)
+        .map(|(column, check)| check.as_ref().map(|_| column.type_oid))
+        .collect();
+    let (update, update_typed, fence_of_row) =
+        prepare_statements(key, &key_column, &checked, &table_name);
     Statements {
         update,
+        update_typed,
         fence_of_row,
         table_name,
         checks,
@@ -365,11 +412,15 @@ fn validate_and_prepare(key: &StatementKey) -> Statements {
     }
 }
 
+/// The UPDATE (every value from `changes`), the typed UPDATE (checked columns' values as
+/// parameters typed by `checked`, the type of each changed column that has an input check),
+/// and the fence of a row.
 fn prepare_statements(
     key: &StatementKey,
     key_column: &Column,
+    checked: &[Option<pg_sys::Oid>],
     table_name: &str,
-) -> (SavedPlan, SavedPlan) {
+) -> (SavedPlan, SavedPlan, SavedPlan) {
     // A text id (what an untyped driver parameter becomes) is read as the key column's type,
     // as a literal would be: '42' for an integer key, a UUID's text for a uuid key.
     let key_value = match key.key_type == pg_sys::TEXTOID && key_column.type_oid != pg_sys::TEXTOID
@@ -385,27 +436,54 @@ fn prepare_statements(
     };
     let key_column = quote_ident(&key.key_column);
     let fence = quote_ident(&key.fence_column);
-    let assignments: String = key
-        .changed_columns
-        .iter()
-        .map(|column| format!("{0} = r.{0}, ", quote_ident(column)))
-        .collect();
-    // jsonb_populate_record types every value by its column, as documented.
-    let source = match key.changed_columns.is_empty() {
-        true => String::new(),
-        false => format!(" FROM pg_catalog.jsonb_populate_record(NULL::{table_name}, $3) AS r"),
+    // An UPDATE whose changed columns take their values from `value_of`: Some(expression),
+    // or None to read the column from jsonb_populate_record, which types every value by its
+    // column, as documented.
+    let update = |value_of: &dyn Fn(usize) -> Option<String>| {
+        let mut from_record = false;
+        let assignments: String = (key.changed_columns.iter().enumerate())
+            .map(|(index, column)| {
+                let column = quote_ident(column);
+                let value = value_of(index).unwrap_or_else(|| {
+                    from_record = true;
+                    format!("r.{column}")
+                });
+                format!("{column} = {value}, ")
+            })
+            .collect();
+        let source = match from_record {
+            true => format!(" FROM pg_catalog.jsonb_populate_record(NULL::{table_name}, $3) AS r"),
+            false => String::new(),
+        };
+        format!(
+            "UPDATE {table_name} AS t SET {assignments}{fence} = $2{source} \
+             WHERE t.{key_column} = {key_value} AND (t.{fence} <= $2 OR t.{fence} IS NULL)"
+        )
     };
-    let update = format!(
-        "UPDATE {table_name} AS t SET {assignments}{fence} = $2{source} \
-         WHERE t.{key_column} = {key_value} AND (t.{fence} <= $2 OR t.{fence} IS NULL)"
-    );
+    // The typed UPDATE's parameter numbers: $4 onwards, for the checked columns in order.
+    let parameters: Vec<Option<usize>> = checked
+        .iter()
+        .scan(4, |next, checked| {
+            Some(checked.map(|_| {
+                *next += 1;
+                *next - 1
+            }))
+        })
+        .collect();
+    let typed_update = update(&|index| parameters[index].map(|n| format!("${n}")));
     let fence_of_row = format!(
         "SELECT t.{fence}::pg_catalog.int8 FROM {table_name} AS t \
          WHERE t.{key_column} = {key_value}"
     );
     let types = [key.key_type, pg_sys::INT8OID, pg_sys::JSONBOID];
+    let typed_types: Vec<pg_sys::Oid> = types
+        .iter()
+        .copied()
+        .chain(checked.iter().flatten().copied())
+        .collect();
     (
-        spi::prepare(&update, &types),
+        spi::prepare(&update(&|_| None), &types),
+        spi::prepare(&typed_update, &typed_types),
         spi::prepare(&fence_of_row, &types[..1]),
     )
 }
@@ -433,10 +511,15 @@ fn input_check(column: &Column, memory: pg_sys::MemoryContext) -> Option<InputCh
     }
 }
 
-/// A scalar JSON value for a scalar column goes through the column type's input function in
-/// the UPDATE; run it first, so a value that does not fit is reported with its column (and
-/// the type's own SQLSTATE, a domain's custom code included).
-fn check_value_fits(table_name: &str, column_name: &str, check: &InputCheck, text: &str) {
+/// A scalar JSON value for a scalar column, through the column type's input function (as
+/// jsonb_populate_record would): the value for the typed UPDATE. A value that does not fit is
+/// reported with its column (and the type's own SQLSTATE, a domain's custom code included).
+fn value_as_column_type(
+    table_name: &str,
+    column_name: &str,
+    check: &InputCheck,
+    text: &str,
+) -> pg_sys::Datum {
     let Ok(text) = CString::new(text) else {
         invalid(
             format!("{FUNCTION}: value for column \"{column_name}\" contains a NUL character"),
@@ -449,7 +532,7 @@ fn check_value_fits(table_name: &str, column_name: &str, check: &InputCheck, tex
             text.as_ptr().cast_mut(),
             check.io_param,
             check.typmod,
-        );
+        )
     })
     .catch_others(|error| match error {
         CaughtError::PostgresError(report) => RawError::value_does_not_fit(
@@ -461,7 +544,7 @@ fn check_value_fits(table_name: &str, column_name: &str, check: &InputCheck, tex
         .raise_at_entry(),
         other => other.rethrow(),
     })
-    .execute();
+    .execute()
 }
 
 /// `datum` as its type's text output, for messages.
