@@ -28,9 +28,10 @@ sql postgres -c "DROP DATABASE IF EXISTS fenced_lock_upgraded" \
 sql fenced_lock_upgraded -c "CREATE EXTENSION fenced_lock VERSION '0.1.0'" \
     -c "SELECT register_namespace('upgrade-ns', 77, 'made on 0.1.0')" \
     -c "SELECT fence_check('upgrade-resource', 42)" \
-    -c "BEGIN" -c "SELECT acquire_fenced(77, g) FROM generate_series(1, 5) g" -c "COMMIT" \
-    -c "BEGIN" -c "SELECT acquire_fenced('upgrade-ns', 'order:1')" -c "COMMIT" >/dev/null
-position=$(sql fenced_lock_upgraded -c "SELECT last_value FROM fencing_token_seq")
+    -c "BEGIN" -c "SELECT acquire_fenced(77, g) FROM generate_series(1, 5) g" -c "COMMIT" >/dev/null
+# The last token drawn on 0.1.0 (the latest of all: tokens rise).
+position=$(sql fenced_lock_upgraded -c "BEGIN" -c "SELECT acquire_fenced('upgrade-ns', 'order:1')" \
+    -c "COMMIT")
 named_key_010=$(sql fenced_lock_upgraded -c "SELECT fenced_key('order:1')")
 sql fenced_lock_upgraded -c "ALTER EXTENSION fenced_lock UPDATE"
 sql fenced_lock_fresh -c "CREATE EXTENSION fenced_lock"

@@ -107,3 +107,26 @@ unsafe extern "C-unwind" fn on_relcache_invalidation(_arg: pg_sys::Datum, relid:
         }
     }
 }
+
+/// Runs `work` with the owner of `relation` as the current user (as a SECURITY DEFINER function
+/// owned by it runs), then restores the caller; `work` gets the caller's role. An ERROR in
+/// between is cleaned up by the (sub)transaction's abort, which restores the user, as it does
+/// for such functions.
+pub fn as_owner_of<R>(relation: pg_sys::Oid, work: impl FnOnce(pg_sys::Oid) -> R) -> R {
+    let owner = {
+        let relation =
+            unsafe { pgrx::PgRelation::with_lock(relation, pg_sys::AccessShareLock as _) };
+        unsafe { (*relation.rd_rel).relowner }
+    };
+    unsafe {
+        let (mut caller, mut context) = (pg_sys::InvalidOid, 0);
+        pg_sys::GetUserIdAndSecContext(&mut caller, &mut context);
+        pg_sys::SetUserIdAndSecContext(
+            owner,
+            context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32,
+        );
+        let result = work(caller);
+        pg_sys::SetUserIdAndSecContext(caller, context);
+        result
+    }
+}

@@ -208,23 +208,16 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Runs `work` with the lease table's statements, as the table's owner (as a SECURITY
-/// DEFINER function runs), inside an SPI connection; `work` also gets the caller's role. An
-/// ERROR in between is cleaned up by the (sub)transaction's abort, which restores the user
-/// and closes the connection, as for such functions.
+/// Runs `work` with the lease table's statements, as the table's owner (extension::as_owner_of),
+/// inside an SPI connection; `work` also gets the caller's role. On an ERROR the abort closes
+/// the connection.
 fn as_table_owner<R>(
     fcinfo: pg_sys::FunctionCallInfo,
     work: impl FnOnce(&Statements, pg_sys::Oid) -> R,
 ) -> R {
     let table_oid = extension::relation(fcinfo, LEASE_TABLE);
-    unsafe {
-        let (mut caller, mut context) = (pg_sys::InvalidOid, 0);
-        pg_sys::GetUserIdAndSecContext(&mut caller, &mut context);
-        pg_sys::SetUserIdAndSecContext(
-            table_owner(table_oid),
-            context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32,
-        );
-        let result = spi::connected(|| {
+    extension::as_owner_of(table_oid, |caller| {
+        spi::connected(|| {
             let statements = STATEMENTS.with_borrow_mut(|cached| match cached {
                 Some((oid, statements)) if *oid == table_oid => statements.clone(),
                 _ => {
@@ -239,15 +232,8 @@ fn as_table_owner<R>(
                 }
             });
             work(&statements, caller)
-        });
-        pg_sys::SetUserIdAndSecContext(caller, context);
-        result
-    }
-}
-
-fn table_owner(table: pg_sys::Oid) -> pg_sys::Oid {
-    let relation = unsafe { pgrx::PgRelation::with_lock(table, pg_sys::AccessShareLock as _) };
-    unsafe { (*relation.rd_rel).relowner }
+        })
+    })
 }
 
 fn positive(

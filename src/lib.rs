@@ -13,7 +13,9 @@
 //! - `extension`: the extension's own objects (token sequence, registry), found in its schema.
 //! - `shared_grants`: the shared-memory table of live grants (when preloaded).
 //! - `grants`: what this backend holds, with transaction and subtransaction callbacks.
-//! - `tokens`: drawing a token, durable and replicated when asked.
+//! - `allocator`: the shared token allocator's blocks (when preloaded).
+//! - `tokens`: drawing a token (from a block, or from the sequence), durable and replicated;
+//!   the skip on a new timeline.
 //! - `namespaces`: the registry and `fenced_key`.
 //! - `locking`: the lock manager, the key forms of every key-taking function, and the
 //!   transaction-scoped functions.
@@ -31,6 +33,7 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+mod allocator;
 mod compat;
 mod errors;
 mod extension;
@@ -61,7 +64,11 @@ pub extern "C-unwind" fn _PG_init() {
     errors::keep_backtraces_out_of_errors();
     settings::define();
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
-        shmem::install_hooks(&[shared_grants::GRANTS_PART, leases::WAKEUPS_PART]);
+        shmem::install_hooks(&[
+            shared_grants::GRANTS_PART,
+            leases::WAKEUPS_PART,
+            allocator::BLOCKS_PART,
+        ]);
     }
     grants::register_transaction_callbacks();
     leases::register_transaction_callback();

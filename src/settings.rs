@@ -32,6 +32,18 @@ pub fn max_grants() -> u32 {
     MAX_GRANTS.get().max(0) as u32
 }
 
+/// fenced_lock.token_block: tokens reserved from the sequence in one step for the shared
+/// allocator (1: no allocator, every token drawn from the sequence).
+pub fn token_block() -> i64 {
+    i64::from(TOKEN_BLOCK.get().max(1))
+}
+
+/// fenced_lock.failover_skip: how far the sequence moves forward at the first token drawn on
+/// a new timeline (0: not at all).
+pub fn failover_skip() -> i64 {
+    i64::from(FAILOVER_SKIP.get().max(0))
+}
+
 /// fenced_lock.outside_transaction: what a transaction-scoped acquire does in autocommit.
 pub fn outside_transaction() -> OutsideTransaction {
     OUTSIDE_TRANSACTION.get()
@@ -44,6 +56,18 @@ static DURABLE_TOKENS: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 /// Capacity of the shared grants table, in grants (only when fenced_lock is preloaded).
 static MAX_GRANTS: GucSetting<i32> = GucSetting::<i32>::new(16384);
+
+/// Tokens the shared allocator reserves from the sequence at once (one WAL record, flushed
+/// and confirmed by synchronous standbys, per block). A crash leaves a gap of at most this
+/// many numbers. Only when preloaded; 1 turns the allocator off. Server-wide and fixed at
+/// start: backends mixing the allocator and the sequence would hand out tokens out of order.
+static TOKEN_BLOCK: GucSetting<i32> = GucSetting::<i32>::new(1000);
+
+/// Numbers skipped at the first token drawn on a new timeline (after a promotion or a
+/// point-in-time recovery), so that no token the old primary handed out after the last WAL
+/// this server received is issued again. It must exceed the tokens issued during the worst
+/// replication lag.
+static FAILOVER_SKIP: GucSetting<i32> = GucSetting::<i32>::new(1_000_000_000);
 
 pub fn define() {
     GucRegistry::define_bool_guc(
@@ -74,14 +98,38 @@ pub fn define() {
             c"Live fenced grants the shared grants table can show (needs preloading).",
             c"The fenced_locks view shows token, scope and acquired_at for up to this many \
               grants at once; beyond it, acquisition still succeeds and the view shows those \
-              columns as NULL. Each entry takes 112 bytes of shared memory.",
+              columns as NULL. Each entry takes 176 bytes of shared memory.",
             &MAX_GRANTS,
             0,
             10_000_000,
             GucContext::Postmaster,
             GucFlags::default(),
         );
+        GucRegistry::define_int_guc(
+            c"fenced_lock.token_block",
+            c"Tokens the shared allocator reserves from the sequence at once (needs preloading).",
+            c"Each block costs one WAL record, flushed (and confirmed by synchronous standbys) \
+              before its first token is returned; the tokens in it cost an atomic increment. A \
+              crash leaves a gap of at most this many numbers. 1 turns the allocator off.",
+            &TOKEN_BLOCK,
+            1,
+            1_000_000,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
     }
+    GucRegistry::define_int_guc(
+        c"fenced_lock.failover_skip",
+        c"Numbers the token sequence skips at the first token on a new timeline.",
+        c"After a promotion (or a point-in-time recovery) the old primary may have handed out \
+          tokens this server never received. The first token drawn on the new timeline moves \
+          the sequence this far forward first. 0 turns it off.",
+        &FAILOVER_SKIP,
+        0,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
     // Report misspelt fenced_lock.* settings instead of keeping them as placeholders.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"fenced_lock".as_ptr()) };
 }

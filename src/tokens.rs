@@ -1,40 +1,161 @@
-//! Fencing tokens: drawn from the extension's own sequence (CACHE 1, NO CYCLE) without SPI.
+//! Fencing tokens: from the extension's own sequence (CACHE 1, NO CYCLE), without SPI.
 //!
-//! A sequence alone is not crash-safe enough: nextval WAL-logs 32 values ahead and hands out
-//! values from that range without writing WAL, and a transaction that wrote no WAL does not
-//! flush at commit. So unless `fenced_lock.durable_tokens` is off, the WAL record that covers
-//! the sequence's state (the LSN of its page) is flushed, and confirmed by synchronous
-//! standbys, before a token is returned. That record is usually on disk already, so most
-//! calls pay one comparison.
+//! When preloaded, the shared allocator (`allocator`) hands them out from blocks of
+//! `fenced_lock.token_block` numbers reserved here in one step: nextval, then setval to the
+//! block's end (one WAL record), flushed and confirmed by synchronous standbys before the
+//! block's first token is returned. So the sequence's durable value always covers every token
+//! handed out, and a crash leaves a gap of at most one block.
+//!
+//! Otherwise every token is a nextval. A sequence alone is not crash-safe enough: nextval
+//! WAL-logs 32 values ahead and hands out values from that range without writing WAL, and a
+//! transaction that wrote no WAL does not flush at commit. So unless
+//! `fenced_lock.durable_tokens` is off, the WAL record that covers the sequence's state (the
+//! LSN of its page) is flushed, and confirmed by synchronous standbys, before a token is
+//! returned. That record is usually on disk already, so most calls pay one comparison.
+//!
+//! On a new timeline (after a promotion or a point-in-time recovery), the first token drawn
+//! moves the sequence `fenced_lock.failover_skip` numbers forward first: the old primary may
+//! have handed out tokens whose WAL this server never received. The sequence page's LSN tells:
+//! below the timeline's start, nothing was drawn on this timeline yet.
 
+use crate::allocator::{self, Reserved};
 use crate::errors::FencedError;
 use crate::{extension, settings};
 use pgrx::pg_sys;
+use std::cell::Cell;
 
 unsafe extern "C-unwind" {
     // Exported by PostgreSQL (commands/sequence.h) but not bound by pgrx. Skipping the
     // permission check lets every role draw tokens while no role but the owner may touch
     // the sequence itself.
     fn nextval_internal(relid: pg_sys::Oid, check_permissions: bool) -> i64;
+    // Exported by PostgreSQL (access/timeline.h), not bound by pgrx: the timeline's history,
+    // the timeline itself first.
+    fn readTimeLineHistory(target: pg_sys::TimeLineID) -> *mut pg_sys::List;
+    // The C entry of setval(regclass, bigint), for DirectFunctionCall (pgrx binds a Rust
+    // wrapper under this name).
+    fn setval_oid(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
+}
+
+/// An entry of a timeline's history (access/timeline.h).
+#[repr(C)]
+struct TimeLineHistoryEntry {
+    tli: pg_sys::TimeLineID,
+    begin: pg_sys::XLogRecPtr,
+    end: pg_sys::XLogRecPtr,
 }
 
 /// Draws the next token. `fcinfo` is the calling SQL function's, whose schema is the
 /// extension's schema.
 pub fn next_token(fcinfo: pg_sys::FunctionCallInfo) -> i64 {
     let sequence = extension::objects(fcinfo).token_sequence;
-    // The guard turns an ERROR raised inside (sequence exhausted, read-only transaction)
-    // into an orderly unwind through Rust.
-    let token = unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| nextval_internal(sequence, false)) };
+    // A token is a write to the sequence, whether or not this one comes from a block:
+    // PostgreSQL's own 25006 in a read-only transaction, as nextval raises it.
+    unsafe { pg_sys::PreventCommandIfReadOnly(c"nextval()".as_ptr()) };
+    let page_lsn = || sequence_page_lsn(sequence);
+    let reserve = || reserve(sequence, settings::token_block());
+    if let Some(token) = allocator::take(sequence, page_lsn, reserve) {
+        return token;
+    }
+    skip_forward_on_new_timeline(sequence);
+    let token = nextval(sequence);
     if settings::durable_tokens() {
-        let covering_lsn = sequence_page_lsn(sequence);
-        unsafe { pg_sys::XLogFlush(covering_lsn) };
-        wait_for_synchronous_standbys(covering_lsn);
+        make_durable(sequence_page_lsn(sequence));
     }
     token
 }
 
+fn nextval(sequence: pg_sys::Oid) -> i64 {
+    // The guard turns an ERROR raised inside (sequence exhausted, read-only transaction)
+    // into an orderly unwind through Rust.
+    unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| nextval_internal(sequence, false)) }
+}
+
+/// setval(sequence, value): the sequence's last value, WAL-logged at once. As the sequence's
+/// owner: the functions draw tokens for every role, which has no rights on the sequence.
+fn setval(sequence: pg_sys::Oid, value: i64) {
+    extension::as_owner_of(sequence, |_| unsafe {
+        pg_sys::DirectFunctionCall2Coll(
+            Some(setval_oid),
+            pg_sys::InvalidOid,
+            pg_sys::Datum::from(sequence),
+            pg_sys::Datum::from(value),
+        )
+    });
+}
+
+/// Flushes the WAL up to `lsn`, and waits for synchronous standbys to confirm it.
+fn make_durable(lsn: pg_sys::XLogRecPtr) {
+    unsafe { pg_sys::XLogFlush(lsn) };
+    wait_for_synchronous_standbys(lsn);
+}
+
+/// Reserves the next `count` tokens for the allocator, durable before they are handed out.
+fn reserve(sequence: pg_sys::Oid, count: i64) -> Reserved {
+    let skip = match on_new_timeline(sequence) {
+        true => settings::failover_skip(),
+        false => 0,
+    };
+    let start = nextval(sequence) + skip;
+    let end = start + count - 1;
+    setval(sequence, end);
+    let lsn = sequence_page_lsn(sequence);
+    make_durable(lsn);
+    Reserved { start, end, lsn }
+}
+
+thread_local! {
+    /// The timeline and sequence whose first token this backend has seen to (per-call path).
+    static TIMELINE_SEEN: Cell<Option<(pg_sys::TimeLineID, pg_sys::Oid)>> = const { Cell::new(None) };
+}
+
+/// The per-call path's part of the failover skip: once per backend and timeline.
+fn skip_forward_on_new_timeline(sequence: pg_sys::Oid) {
+    let timeline = unsafe { pg_sys::GetWALInsertionTimeLine() };
+    if TIMELINE_SEEN.get() == Some((timeline, sequence)) {
+        return;
+    }
+    let skip = settings::failover_skip();
+    if skip > 0 && on_new_timeline(sequence) {
+        setval(sequence, nextval(sequence) + skip);
+    }
+    TIMELINE_SEEN.set(Some((timeline, sequence)));
+}
+
+/// True when nothing was drawn from `sequence` on the current timeline yet: its page was
+/// last written before the timeline began (on the old primary, or before a recovery's end).
+fn on_new_timeline(sequence: pg_sys::Oid) -> bool {
+    sequence_page_lsn(sequence) < timeline_start()
+}
+
+thread_local! {
+    static TIMELINE_START: Cell<Option<(pg_sys::TimeLineID, pg_sys::XLogRecPtr)>> =
+        const { Cell::new(None) };
+}
+
+/// Where the current timeline began (0 for the first one): read from its history file once
+/// per backend and timeline.
+fn timeline_start() -> pg_sys::XLogRecPtr {
+    let timeline = unsafe { pg_sys::GetWALInsertionTimeLine() };
+    if let Some((cached, start)) = TIMELINE_START.get() {
+        if cached == timeline {
+            return start;
+        }
+    }
+    let start = unsafe {
+        let history = pg_sys::ffi::pg_guard_ffi_boundary(|| readTimeLineHistory(timeline));
+        (0..(*history).length as usize)
+            .map(|i| &*((*(*history).elements.add(i)).ptr_value as *const TimeLineHistoryEntry))
+            .find(|entry| entry.tli == timeline)
+            .map_or(0, |entry| entry.begin)
+    };
+    TIMELINE_START.set(Some((timeline, start)));
+    start
+}
+
 /// The LSN of the sequence's page: the end of the WAL record that logged the sequence's
-/// current state, which covers every value handed out so far, this token included.
+/// current state, which covers every value handed out so far, this token included. Any
+/// change of the sequence (nextval's WAL, setval, ALTER SEQUENCE) moves it.
 ///
 /// No content lock is needed: nextval set the page LSN under its exclusive content lock
 /// before it released it and returned our value, so the LSN read here is at least the one of
@@ -43,8 +164,8 @@ pub fn next_token(fcinfo: pg_sys::FunctionCallInfo) -> i64 {
 /// move the LSN forward: flushing further than needed is harmless.
 fn sequence_page_lsn(sequence: pg_sys::Oid) -> pg_sys::XLogRecPtr {
     unsafe {
-        // nextval has locked and opened the sequence; this only looks it up.
-        let relation = pg_sys::relation_open(sequence, pg_sys::NoLock as _);
+        // As nextval does: the lock keeps the sequence from being dropped meanwhile.
+        let relation = pg_sys::relation_open(sequence, pg_sys::AccessShareLock as _);
         let buffer = pg_sys::ReadBuffer(relation, 0);
         let lsn = pg_sys::BufferGetLSNAtomic(buffer);
         pg_sys::ReleaseBuffer(buffer);

@@ -1,7 +1,9 @@
 -- With synchronous standbys configured, a token is returned only once the synchronous
 -- standby confirmed its WAL, whatever the session's synchronous_commit. This test names a
 -- standby ('nobody') that never connects, so the wait can only end by cancellation: then the
--- call fails with 57014, never returns the token.
+-- call fails with 57014, never returns the token. Tokens come from blocks reserved ahead
+-- (fenced_lock.token_block), each confirmed by the standby before its first token is
+-- returned; moving the sequence (as its owner may) makes the next token reserve a new block.
 \set SHOW_CONTEXT never
 ALTER SYSTEM SET synchronous_standby_names = 'nobody';
 SELECT pg_catalog.pg_reload_conf();
@@ -12,6 +14,7 @@ SHOW synchronous_standby_names;
 SET statement_timeout = '300ms';
 SET synchronous_commit = on;
 BEGIN;
+SELECT pg_catalog.setval('fencing_token_seq', last_value + 1) > 0 AS moved FROM fencing_token_seq;
 SELECT acquire_fenced(9001, 1);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
@@ -24,12 +27,14 @@ SELECT count(*) AS held FROM pg_catalog.pg_locks
 -- afterwards.
 SET synchronous_commit = local;
 BEGIN;
+SELECT pg_catalog.setval('fencing_token_seq', last_value + 1) > 0 AS moved FROM fencing_token_seq;
 SELECT acquire_fenced(9001, 1);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
 SHOW synchronous_commit;
 SET synchronous_commit = off;
 BEGIN;
+SELECT pg_catalog.setval('fencing_token_seq', last_value + 1) > 0 AS moved FROM fencing_token_seq;
 SELECT acquire_fenced(9001, 1);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
@@ -43,4 +48,10 @@ SELECT pg_catalog.pg_sleep(1);
 -- Without synchronous standbys there is nothing to wait for.
 BEGIN;
 SELECT acquire_fenced(9001, 1) > 0 AS token_without_waiting;
+COMMIT;
+-- The owner's setval forward is noticed at the next token: never a token below it.
+SELECT pg_catalog.setval('fencing_token_seq', last_value + 5000) AS moved_to
+  FROM fencing_token_seq \gset
+BEGIN;
+SELECT acquire_fenced(9001, 2) > :moved_to AS above_the_new_value;
 COMMIT;
