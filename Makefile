@@ -16,7 +16,7 @@ PGRX_TEST_DIR := $(CURDIR)/build/pgrx-test
 # What `make psql` and `make stop` need to reach the server `make run` started.
 MAKE_ARGS := $(if $(filter 15,$(PG)),,PG=$(PG)) $(if $(filter 54315,$(PORT)),,PORT=$(PORT))
 
-.PHONY: all setup install run demo psql stop test lint unit sql-tests faults async-failover bench clean
+.PHONY: all setup install run demo psql stop test lint unit sql-tests faults bench clean
 
 all: test
 
@@ -76,10 +76,6 @@ sql-tests: install
 faults: install
 	cargo build --manifest-path examples/leader/Cargo.toml --target-dir target/faults
 	cargo test --manifest-path faults/Cargo.toml --target-dir target/faults --tests -- --test-threads=1 --nocapture
-
-# A measurement (README, Guarantees): tokens repeated after failover to an async standby.
-async-failover: install
-	cargo run --manifest-path faults/Cargo.toml --target-dir target/faults --example async_failover
 
 bench: install
 	scripts/bench.sh

@@ -123,9 +123,10 @@ fn skip_forward_on_new_timeline(sequence: pg_sys::Oid) {
 }
 
 /// True when nothing was drawn from `sequence` on the current timeline yet: its page was
-/// last written before the timeline began (on the old primary, or before a recovery's end).
+/// last written by a record that ended no later than where the timeline began (on the old
+/// primary, or before a recovery's end; the last record replayed ends exactly there).
 fn on_new_timeline(sequence: pg_sys::Oid) -> bool {
-    sequence_page_lsn(sequence) < timeline_start()
+    sequence_page_lsn(sequence) <= timeline_start()
 }
 
 thread_local! {

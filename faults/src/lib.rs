@@ -363,11 +363,13 @@ fn make_synchronous(primary: &Server) {
 }
 
 /// What a failover run does: synchronous standby or not; every storm rolling back (else every
-/// other one); the clients' libpq options.
+/// other one); the clients' libpq options; whether the standby is cut off (stopped) while the
+/// primary keeps handing out tokens, before the primary dies.
 pub struct FailoverPlan<'a> {
     pub synchronous: bool,
     pub rollback_only: bool,
     pub client_options: &'a str,
+    pub cut_off_standby: bool,
 }
 
 /// How a failover run went.
@@ -407,6 +409,11 @@ pub fn failovers_during_storms(
         let storm =
             Storm::start_with_options(&primary, 4, failover as u64, fates, plan.client_options);
         thread::sleep(Duration::from_millis(500));
+        if let (Some(standby), true) = (&standby, plan.cut_off_standby) {
+            // The standby stops receiving; the primary goes on handing out tokens.
+            pg_sh(&["stop", &standby.dir]);
+            thread::sleep(Duration::from_millis(300));
+        }
         let Some(standby) = standby else {
             let result = storm.finish();
             operations += result.operations;
@@ -418,6 +425,9 @@ pub fn failovers_during_storms(
         assert!(!result.tokens.is_empty(), "failover {failover}: no tokens");
         operations += result.operations;
         epochs.push(result.tokens);
+        if plan.cut_off_standby {
+            standby.start();
+        }
         standby.promote();
         standby.wait_writable();
         // The old primary is gone for good; its directory is reused two failovers later.

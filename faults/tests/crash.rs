@@ -9,8 +9,11 @@ use std::thread;
 use std::time::Duration;
 
 const CLIENTS: usize = 4;
-/// With the shared grants table, so restarts also show it comes back empty.
+/// With the shared grants table, so restarts also show it comes back empty, and the shared
+/// allocator (its default block).
 const PRELOAD: &str = "shared_preload_libraries=fenced_lock";
+/// Preloaded, with every token drawn from the sequence at its call.
+const PER_CALL: &str = "fenced_lock.token_block=1";
 
 /// Runs `cycles` storms, each ended by `fault`, then one more storm after the last fault.
 /// Odd cycles roll every grant back (the longest-unflushed case), even cycles mix fates;
@@ -58,26 +61,51 @@ fn storms_across_faults(
 
 #[test]
 fn immediate_shutdown_during_storm() {
-    let server = Server::fresh("crash", &[SLOW_WAL_WRITER, PRELOAD]);
+    immediate_shutdowns("crash (pg_ctl stop -m immediate), shared allocator", &[]);
+}
+
+#[test]
+fn immediate_shutdown_during_storm_per_call() {
+    immediate_shutdowns(
+        "crash (pg_ctl stop -m immediate), tokens per call",
+        &[PER_CALL],
+    );
+}
+
+fn immediate_shutdowns(test: &str, extra: &[&str]) {
+    let settings: Vec<&str> = [SLOW_WAL_WRITER, PRELOAD]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect();
+    let server = Server::fresh("crash", &settings);
     server.create_database();
     let cycles = 20;
     let (operations, epochs) =
         storms_across_faults(&server, cycles, false, |server, _| server.crash());
     let tokens = epochs.iter().map(Vec::len).sum();
     let violations = violations_across_epochs(&epochs);
-    report(
-        "crash (pg_ctl stop -m immediate)",
-        operations,
-        cycles,
-        tokens,
-        violations,
-    );
+    report(test, operations, cycles, tokens, violations);
     assert_eq!(violations, 0);
 }
 
 #[test]
 fn backend_killed_during_storm() {
-    let server = Server::fresh("backend-crash", &[SLOW_WAL_WRITER, PRELOAD]);
+    backend_kills("backend crash (kill -9), shared allocator", &[]);
+}
+
+#[test]
+fn backend_killed_during_storm_per_call() {
+    backend_kills("backend crash (kill -9), tokens per call", &[PER_CALL]);
+}
+
+fn backend_kills(test: &str, extra: &[&str]) {
+    let settings: Vec<&str> = [SLOW_WAL_WRITER, PRELOAD]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect();
+    let server = Server::fresh("backend-crash", &settings);
     server.create_database();
     let cycles = 10;
     let (operations, epochs) = storms_across_faults(&server, cycles, false, |_, storm| {
@@ -90,13 +118,7 @@ fn backend_killed_during_storm() {
     });
     let tokens = epochs.iter().map(Vec::len).sum();
     let violations = violations_across_epochs(&epochs);
-    report(
-        "backend crash (kill -9)",
-        operations,
-        cycles,
-        tokens,
-        violations,
-    );
+    report(test, operations, cycles, tokens, violations);
     assert_eq!(violations, 0);
 }
 

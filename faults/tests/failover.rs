@@ -1,16 +1,104 @@
-//! Failover to a synchronous standby: the primary is killed during a storm of acquisitions,
-//! the standby promoted, and the storm continues on it. Every token returned before the
-//! failover is smaller than every token after it, three failovers in a row.
+//! Failover during a storm of acquisitions: the primary is killed, the standby promoted, and
+//! the storm continues on it. Every token returned before the failover is smaller than every
+//! token after it. To a synchronous standby, three failovers in a row, with tokens drawn from
+//! the sequence at each call and from the shared allocator's blocks; to an asynchronous
+//! standby that was cut off while the primary went on, ten, with the failover skip and
+//! without it (the control).
 
 use fenced_lock_faults::{failovers_during_storms, report, FailoverPlan, SLOW_WAL_WRITER};
 
 const FAILOVERS: usize = 3;
+const ASYNCHRONOUS_FAILOVERS: usize = 10;
+/// The shared allocator, with its default block.
+const PRELOAD: &str = "shared_preload_libraries=fenced_lock";
 
 const SYNCHRONOUS: FailoverPlan = FailoverPlan {
     synchronous: true,
     rollback_only: false,
     client_options: "",
+    cut_off_standby: false,
 };
+
+const ASYNCHRONOUS_CUT_OFF: FailoverPlan = FailoverPlan {
+    synchronous: false,
+    cut_off_standby: true,
+    ..SYNCHRONOUS
+};
+
+#[test]
+fn synchronous_failover_with_the_allocator() {
+    let settings = [SLOW_WAL_WRITER, PRELOAD];
+    let run = failovers_during_storms("failover", FAILOVERS, &settings, SYNCHRONOUS);
+    report(
+        "synchronous failover, shared allocator",
+        run.operations,
+        FAILOVERS as u64,
+        run.tokens,
+        run.violations,
+    );
+    assert_eq!(run.violations, 0);
+}
+
+#[test]
+fn asynchronous_failover_after_the_standby_was_cut_off() {
+    let settings = [SLOW_WAL_WRITER, PRELOAD];
+    let run = failovers_during_storms(
+        "async-failover",
+        ASYNCHRONOUS_FAILOVERS,
+        &settings,
+        ASYNCHRONOUS_CUT_OFF,
+    );
+    report(
+        "asynchronous failover, standby cut off, failover skip",
+        run.operations,
+        ASYNCHRONOUS_FAILOVERS as u64,
+        run.tokens,
+        run.violations,
+    );
+    assert_eq!(run.violations, 0);
+}
+
+#[test]
+fn asynchronous_failover_after_the_standby_was_cut_off_per_call() {
+    let run = failovers_during_storms(
+        "async-failover",
+        ASYNCHRONOUS_FAILOVERS,
+        &[SLOW_WAL_WRITER],
+        ASYNCHRONOUS_CUT_OFF,
+    );
+    report(
+        "asynchronous failover, standby cut off, failover skip, tokens per call",
+        run.operations,
+        ASYNCHRONOUS_FAILOVERS as u64,
+        run.tokens,
+        run.violations,
+    );
+    assert_eq!(run.violations, 0);
+}
+
+/// The control: without the skip, the promoted standby hands out again the tokens the old
+/// primary issued after the standby was cut off.
+#[test]
+fn control_asynchronous_failover_without_skip_repeats_tokens() {
+    let settings = [SLOW_WAL_WRITER, PRELOAD, "fenced_lock.failover_skip=0"];
+    let run = failovers_during_storms(
+        "async-failover",
+        ASYNCHRONOUS_FAILOVERS,
+        &settings,
+        ASYNCHRONOUS_CUT_OFF,
+    );
+    report(
+        "control: asynchronous failover, standby cut off, failover_skip=0",
+        run.operations,
+        ASYNCHRONOUS_FAILOVERS as u64,
+        run.tokens,
+        run.violations,
+    );
+    assert!(
+        run.violations > 0,
+        "without the skip an asynchronous failover should repeat tokens"
+    );
+}
 
 #[test]
 fn synchronous_failover_during_storm() {
