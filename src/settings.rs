@@ -61,7 +61,7 @@ static MAX_GRANTS: GucSetting<i32> = GucSetting::<i32>::new(16384);
 /// and confirmed by synchronous standbys, per block). A crash leaves a gap of at most this
 /// many numbers. Only when preloaded; 1 turns the allocator off. Server-wide and fixed at
 /// start: backends mixing the allocator and the sequence would hand out tokens out of order.
-static TOKEN_BLOCK: GucSetting<i32> = GucSetting::<i32>::new(1000);
+static TOKEN_BLOCK: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 
 /// Numbers skipped at the first token drawn on a new timeline (after a promotion or a
 /// point-in-time recovery), so that no token the old primary handed out after the last WAL
