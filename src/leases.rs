@@ -118,6 +118,8 @@ impl Statements {
         use pg_sys::{INT4OID, INT8OID, INTERVALOID, REGROLEOID, TEXTOID};
         let key = "ns OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2";
         let now = "pg_catalog.clock_timestamp()";
+        // One reading of the clock for every timestamp a statement writes.
+        let clock = "(SELECT pg_catalog.clock_timestamp() AS now) AS clock";
         let holder = QUALIFIED_HOLDER_CHECK;
         Statements {
             takeable: spi::prepare(
@@ -133,18 +135,18 @@ impl Statements {
             ),
             extend: spi::prepare(
                 &format!(
-                    "UPDATE {table} SET renewed_at = {now}, \
-                            expires_at = {now} OPERATOR(pg_catalog.+) $3 \
-                      WHERE {key} RETURNING token"
+                    "UPDATE {table} SET renewed_at = clock.now, \
+                            expires_at = clock.now OPERATOR(pg_catalog.+) $3 \
+                       FROM {clock} WHERE {key} RETURNING token"
                 ),
                 &[INT4OID, INT4OID, INTERVALOID],
             ),
             take: spi::prepare(
                 &format!(
                     "UPDATE {table} SET owner = $3, holder = $4, token = $5, key = $6, \
-                            acquired_at = {now}, renewed_at = {now}, \
-                            expires_at = {now} OPERATOR(pg_catalog.+) $7 \
-                      WHERE {key}"
+                            acquired_at = clock.now, renewed_at = clock.now, \
+                            expires_at = clock.now OPERATOR(pg_catalog.+) $7 \
+                       FROM {clock} WHERE {key}"
                 ),
                 &[INT4OID, INT4OID, TEXTOID, REGROLEOID, INT8OID, TEXTOID, INTERVALOID],
             ),
@@ -160,15 +162,17 @@ impl Statements {
                 &format!(
                     "INSERT INTO {table} \
                          (ns, id, owner, holder, token, key, acquired_at, renewed_at, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, {now}, {now}, {now} OPERATOR(pg_catalog.+) $7) \
+                     SELECT $1, $2, $3, $4, $5, $6, clock.now, clock.now, \
+                            clock.now OPERATOR(pg_catalog.+) $7 FROM {clock} \
                      ON CONFLICT (ns, id) DO NOTHING RETURNING token"
                 ),
                 &[INT4OID, INT4OID, TEXTOID, REGROLEOID, INT8OID, TEXTOID, INTERVALOID],
             ),
             renew: spi::prepare(
                 &format!(
-                    "UPDATE {table} SET renewed_at = {now}, \
-                            expires_at = {now} OPERATOR(pg_catalog.+) $5 \
+                    "UPDATE {table} SET renewed_at = clock.now, \
+                            expires_at = clock.now OPERATOR(pg_catalog.+) $5 \
+                       FROM {clock} \
                       WHERE {key} AND token OPERATOR(pg_catalog.=) $3 AND owner IS NOT NULL \
                         AND {holder} RETURNING expires_at"
                 ),

@@ -11,6 +11,9 @@ const FAILOVERS: usize = 3;
 const ASYNCHRONOUS_FAILOVERS: usize = 10;
 /// The shared allocator, with its default block.
 const PRELOAD: &str = "shared_preload_libraries=fenced_lock";
+/// Small blocks, so that the primary reserves several after its standby was cut off (with
+/// the default block, a short storm stays within blocks the standby already received).
+const SMALL_BLOCKS: &str = "fenced_lock.token_block=100";
 
 const SYNCHRONOUS: FailoverPlan = FailoverPlan {
     synchronous: true,
@@ -41,7 +44,7 @@ fn synchronous_failover_with_the_allocator() {
 
 #[test]
 fn asynchronous_failover_after_the_standby_was_cut_off() {
-    let settings = [SLOW_WAL_WRITER, PRELOAD];
+    let settings = [SLOW_WAL_WRITER, PRELOAD, SMALL_BLOCKS];
     let run = failovers_during_storms(
         "async-failover",
         ASYNCHRONOUS_FAILOVERS,
@@ -80,7 +83,12 @@ fn asynchronous_failover_after_the_standby_was_cut_off_per_call() {
 /// primary issued after the standby was cut off.
 #[test]
 fn control_asynchronous_failover_without_skip_repeats_tokens() {
-    let settings = [SLOW_WAL_WRITER, PRELOAD, "fenced_lock.failover_skip=0"];
+    let settings = [
+        SLOW_WAL_WRITER,
+        PRELOAD,
+        SMALL_BLOCKS,
+        "fenced_lock.failover_skip=0",
+    ];
     let run = failovers_during_storms(
         "async-failover",
         ASYNCHRONOUS_FAILOVERS,

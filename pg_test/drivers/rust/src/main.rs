@@ -183,10 +183,7 @@ impl Suite {
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<T, String> {
         let mut tx = client.transaction().map_err(|e| e.to_string())?;
-        let value = tx
-            .query_one(sql, params)
-            .map_err(|e| e.to_string())?
-            .get(0);
+        let value = tx.query_one(sql, params).map_err(|e| e.to_string())?.get(0);
         tx.commit().map_err(|e| e.to_string())?;
         Ok(value)
     }
@@ -218,7 +215,10 @@ impl Suite {
         let term: Option<i64> = Self::one(&mut self.a, lead, &[&4203, &key, &"client-a"])?;
         let other: Option<i64> = Self::one(&mut self.b, lead, &[&4203, &key, &"client-b"])?;
         check(term.is_some(), "no term for a free key".into())?;
-        check(other.is_none(), format!("a second owner led with term {other:?}"))?;
+        check(
+            other.is_none(),
+            format!("a second owner led with term {other:?}"),
+        )?;
         if self.route == "direct" {
             let release = "SELECT release_fenced($1, $2, $3)";
             let released: bool = Self::one(&mut self.a, release, &[&4203, &key, &"client-a"])?;
