@@ -117,7 +117,15 @@ fn skip_forward_on_new_timeline(sequence: pg_sys::Oid) {
     }
     let skip = settings::failover_skip();
     if skip > 0 && on_new_timeline(sequence) {
-        setval(sequence, nextval(sequence) + skip);
+        // Under the sequence's ExclusiveLock, which every nextval waits for (it takes
+        // RowExclusiveLock): no other backend draws a token between this check and the skip,
+        // and no two backends skip from the same value.
+        let lock = pg_sys::ExclusiveLock as pg_sys::LOCKMODE;
+        unsafe { pg_sys::LockRelationOid(sequence, lock) };
+        if on_new_timeline(sequence) {
+            setval(sequence, nextval(sequence) + skip);
+        }
+        unsafe { pg_sys::UnlockRelationOid(sequence, lock) };
     }
     TIMELINE_SEEN.set(Some((timeline, sequence)));
 }

@@ -145,7 +145,12 @@ fn synchronous_failover_with_clients_that_turn_synchronous_commit_off() {
 /// already returned, and the promoted server hands them out again.
 #[test]
 fn control_failover_without_durable_tokens_repeats_tokens() {
-    let settings = [SLOW_WAL_WRITER, "fenced_lock.durable_tokens=off"];
+    // Without the failover skip too, which would cover the tokens lost with the WAL.
+    let settings = [
+        SLOW_WAL_WRITER,
+        "fenced_lock.durable_tokens=off",
+        "fenced_lock.failover_skip=0",
+    ];
     let plan = FailoverPlan {
         rollback_only: true,
         ..SYNCHRONOUS
