@@ -97,15 +97,13 @@ pub fn take(
         let lsn = page_lsn();
         if lsn == slot.reserved_lsn.load(Ordering::SeqCst) {
             let next = slot.next.load(Ordering::SeqCst);
-            if next < slot.limit.load(Ordering::SeqCst)
-                && slot
-                    .next
-                    .compare_exchange(next, next + 1, Ordering::SeqCst, Ordering::SeqCst)
-                    .is_ok()
-            {
-                return Some(next);
-            }
             if next < slot.limit.load(Ordering::SeqCst) {
+                let taken =
+                    slot.next
+                        .compare_exchange(next, next + 1, Ordering::SeqCst, Ordering::SeqCst);
+                if taken.is_ok() {
+                    return Some(next);
+                }
                 continue; // another backend took `next`: try the following one
             }
         }

@@ -339,8 +339,6 @@ pub(crate) fn holders_detail(holders: &[i32]) -> String {
     }
 }
 
-/// release_fenced of a key this session does not hold at session scope: most often the
-/// release ran on another server connection than the acquire (a transaction-mode pooler).
 /// Behind a transaction-mode pooler a server session, and its session locks, pass from client
 /// to client.
 const POOLER_HINT: &str = "Session-scoped locks belong to one server connection, which a \
@@ -369,6 +367,8 @@ pub fn warn_held_for_another_owner(key: LockKey, owner: Option<&str>) {
     .report(PgLogLevel::WARNING);
 }
 
+/// release_fenced of a key this session does not hold at session scope: most often the
+/// release ran on another server connection than the acquire (a transaction-mode pooler).
 pub fn warn_not_held(key: LockKey, held_by_transaction: bool) {
     let detail = match held_by_transaction {
         true => {

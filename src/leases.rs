@@ -330,9 +330,7 @@ fn acquire(
 ) -> Option<i64> {
     let owner = required(owner, function, "owner").or_raise();
     let ttl = positive(ttl, function, "ttl");
-    if unsafe { pg_sys::RecoveryInProgress() } {
-        FencedError::HotStandby.raise();
-    }
+    crate::locking::refuse_on_hot_standby();
     let now = || unsafe { pg_sys::GetCurrentTimestamp() };
     let deadline =
         wait.map(|wait| now().saturating_add(wait.as_micros().clamp(0, i64::MAX as i128) as i64));

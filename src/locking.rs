@@ -96,12 +96,27 @@ pub(crate) enum Grant<'a> {
     Session { owner: Option<&'a str> },
 }
 
-impl Grant<'_> {
+impl<'a> Grant<'a> {
     fn scope(self) -> Scope {
         match self {
             Grant::Transaction => Scope::Transaction,
             Grant::Session { .. } => Scope::Session,
         }
+    }
+
+    fn owner(self) -> Option<&'a str> {
+        match self {
+            Grant::Transaction => None,
+            Grant::Session { owner } => owner,
+        }
+    }
+}
+
+/// A hot standby hands out no grant (25006): its advisory locks do not exclude the primary's
+/// holders, and it cannot draw tokens.
+pub(crate) fn refuse_on_hot_standby() {
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        FencedError::HotStandby.raise();
     }
 }
 
@@ -148,9 +163,7 @@ fn acquire(
 ) -> Option<i64> {
     let scope = grant.scope();
     let key = keyed.key;
-    if unsafe { pg_sys::RecoveryInProgress() } {
-        FencedError::HotStandby.raise();
-    }
+    refuse_on_hot_standby();
     // An implicit block (several statements in one simple query) counts as a block.
     if scope == Scope::Transaction && !unsafe { pg_sys::IsTransactionBlock() } {
         match settings::outside_transaction() {
@@ -207,11 +220,7 @@ fn acquire(
             unsafe { pg_sys::LockAcquire(&sentinel, pg_sys::ExclusiveLock as _, true, true) };
         }
     }
-    let owner = match grant {
-        Grant::Session { owner } => owner,
-        Grant::Transaction => None,
-    };
-    grants::remember(key, keyed.label.as_deref(), owner, token, scope);
+    grants::remember(key, keyed.label.as_deref(), grant.owner(), token, scope);
     Some(token)
 }
 

@@ -7,6 +7,26 @@
 
 use fenced_lock_faults::{failovers_during_storms, report, FailoverPlan, SLOW_WAL_WRITER};
 
+/// Runs `failovers` failovers (servers `name-N`), prints the report line as `label`, and
+/// returns the violations.
+fn reported_failovers(
+    label: &str,
+    name: &str,
+    failovers: usize,
+    settings: &[&str],
+    plan: FailoverPlan,
+) -> usize {
+    let run = failovers_during_storms(name, failovers, settings, plan);
+    report(
+        label,
+        run.operations,
+        failovers as u64,
+        run.tokens,
+        run.violations,
+    );
+    run.violations
+}
+
 const FAILOVERS: usize = 3;
 const ASYNCHRONOUS_FAILOVERS: usize = 10;
 /// The shared allocator, with its default block.
@@ -31,52 +51,39 @@ const ASYNCHRONOUS_CUT_OFF: FailoverPlan = FailoverPlan {
 #[test]
 fn synchronous_failover_with_the_allocator() {
     let settings = [SLOW_WAL_WRITER, PRELOAD];
-    let run = failovers_during_storms("failover", FAILOVERS, &settings, SYNCHRONOUS);
-    report(
+    let violations = reported_failovers(
         "synchronous failover, shared allocator",
-        run.operations,
-        FAILOVERS as u64,
-        run.tokens,
-        run.violations,
+        "failover",
+        FAILOVERS,
+        &settings,
+        SYNCHRONOUS,
     );
-    assert_eq!(run.violations, 0);
+    assert_eq!(violations, 0);
 }
 
 #[test]
 fn asynchronous_failover_after_the_standby_was_cut_off() {
     let settings = [SLOW_WAL_WRITER, PRELOAD, SMALL_BLOCKS];
-    let run = failovers_during_storms(
+    let violations = reported_failovers(
+        "asynchronous failover, standby cut off, failover skip",
         "async-failover",
         ASYNCHRONOUS_FAILOVERS,
         &settings,
         ASYNCHRONOUS_CUT_OFF,
     );
-    report(
-        "asynchronous failover, standby cut off, failover skip",
-        run.operations,
-        ASYNCHRONOUS_FAILOVERS as u64,
-        run.tokens,
-        run.violations,
-    );
-    assert_eq!(run.violations, 0);
+    assert_eq!(violations, 0);
 }
 
 #[test]
 fn asynchronous_failover_after_the_standby_was_cut_off_per_call() {
-    let run = failovers_during_storms(
+    let violations = reported_failovers(
+        "asynchronous failover, standby cut off, failover skip, tokens per call",
         "async-failover",
         ASYNCHRONOUS_FAILOVERS,
         &[SLOW_WAL_WRITER],
         ASYNCHRONOUS_CUT_OFF,
     );
-    report(
-        "asynchronous failover, standby cut off, failover skip, tokens per call",
-        run.operations,
-        ASYNCHRONOUS_FAILOVERS as u64,
-        run.tokens,
-        run.violations,
-    );
-    assert_eq!(run.violations, 0);
+    assert_eq!(violations, 0);
 }
 
 /// The control: without the skip, the promoted standby hands out again the tokens the old
@@ -89,36 +96,29 @@ fn control_asynchronous_failover_without_skip_repeats_tokens() {
         SMALL_BLOCKS,
         "fenced_lock.failover_skip=0",
     ];
-    let run = failovers_during_storms(
+    let violations = reported_failovers(
+        "control: asynchronous failover, standby cut off, failover_skip=0",
         "async-failover",
         ASYNCHRONOUS_FAILOVERS,
         &settings,
         ASYNCHRONOUS_CUT_OFF,
     );
-    report(
-        "control: asynchronous failover, standby cut off, failover_skip=0",
-        run.operations,
-        ASYNCHRONOUS_FAILOVERS as u64,
-        run.tokens,
-        run.violations,
-    );
     assert!(
-        run.violations > 0,
+        violations > 0,
         "without the skip an asynchronous failover should repeat tokens"
     );
 }
 
 #[test]
 fn synchronous_failover_during_storm() {
-    let run = failovers_during_storms("failover", FAILOVERS, &[SLOW_WAL_WRITER], SYNCHRONOUS);
-    report(
+    let violations = reported_failovers(
         "synchronous failover",
-        run.operations,
-        FAILOVERS as u64,
-        run.tokens,
-        run.violations,
+        "failover",
+        FAILOVERS,
+        &[SLOW_WAL_WRITER],
+        SYNCHRONOUS,
     );
-    assert_eq!(run.violations, 0);
+    assert_eq!(violations, 0);
 }
 
 /// Any role may set synchronous_commit = off (many applications do, per transaction, for
@@ -130,15 +130,14 @@ fn synchronous_failover_with_clients_that_turn_synchronous_commit_off() {
         client_options: "-c synchronous_commit=off",
         ..SYNCHRONOUS
     };
-    let run = failovers_during_storms("failover", FAILOVERS, &[SLOW_WAL_WRITER], plan);
-    report(
+    let violations = reported_failovers(
         "synchronous failover, clients with synchronous_commit=off",
-        run.operations,
-        FAILOVERS as u64,
-        run.tokens,
-        run.violations,
+        "failover",
+        FAILOVERS,
+        &[SLOW_WAL_WRITER],
+        plan,
     );
-    assert_eq!(run.violations, 0);
+    assert_eq!(violations, 0);
 }
 
 /// The control: without durable tokens the standby misses the sequence WAL behind tokens
@@ -155,16 +154,15 @@ fn control_failover_without_durable_tokens_repeats_tokens() {
         rollback_only: true,
         ..SYNCHRONOUS
     };
-    let run = failovers_during_storms("failover", FAILOVERS, &settings, plan);
-    report(
+    let violations = reported_failovers(
         "control: synchronous failover with durable_tokens=off",
-        run.operations,
-        FAILOVERS as u64,
-        run.tokens,
-        run.violations,
+        "failover",
+        FAILOVERS,
+        &settings,
+        plan,
     );
     assert!(
-        run.violations > 0,
+        violations > 0,
         "without durable tokens a failover should repeat tokens"
     );
 }

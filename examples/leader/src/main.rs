@@ -104,6 +104,40 @@ fn main() {
     }
 }
 
+/// A leader's work until it ends: before each fenced step, `still_leading` (false: the lease
+/// or lock is lost); at the deadline, `release`. Why it ended.
+fn lead(
+    client: &mut Client,
+    o: &Options,
+    term: i64,
+    deadline: Instant,
+    mut still_leading: impl FnMut(&mut Client) -> Result<bool, postgres::Error>,
+    release: impl FnOnce(&mut Client),
+) -> &'static str {
+    let mut beat = 0;
+    loop {
+        if Instant::now() >= deadline {
+            release(client);
+            return "done";
+        }
+        match still_leading(client) {
+            Ok(true) => {}
+            Ok(false) => return "lease lost",
+            Err(error) => return lost_or_failed(client, o, &error),
+        }
+        beat += 1;
+        match work(client, o, term, beat) {
+            Ok(true) => println!("WORK {} {term} accepted", o.name),
+            Ok(false) => {
+                println!("WORK {} {term} superseded", o.name);
+                return "superseded";
+            }
+            Err(error) => return lost_or_failed(client, o, &error),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The leader loop on a table-backed lease.
 fn lease_loop(o: &Options, ttl_ms: u64) {
     let deadline = Instant::now() + Duration::from_secs(o.seconds);
@@ -126,31 +160,20 @@ fn lease_loop(o: &Options, ttl_ms: u64) {
         };
         let Some(token) = token else { continue };
         println!("LEADER {} {token} {}", o.name, std::process::id());
+        // Renewed every TTL/3; a renewal that returns NULL means the lease is lost.
         let mut renewed_at = Instant::now();
-        let mut beat = 0;
-        let reason = loop {
-            if Instant::now() >= deadline {
-                let _: Result<bool, _> = one(&mut client, release, &[&o.ns, &o.id, &token]);
-                break "done";
+        let still_leading = |client: &mut Client| {
+            if renewed_at.elapsed() < Duration::from_millis(ttl_ms / 3) {
+                return Ok(true);
             }
-            if renewed_at.elapsed() >= Duration::from_millis(ttl_ms / 3) {
-                match one::<bool>(&mut client, renew, &[&o.ns, &o.id, &token, &ttl]) {
-                    Ok(true) => renewed_at = Instant::now(),
-                    Ok(false) => break "lease lost",
-                    Err(error) => break lost_or_failed(&client, o, &error),
-                }
-            }
-            beat += 1;
-            match work(&mut client, o, token, beat) {
-                Ok(true) => println!("WORK {} {token} accepted", o.name),
-                Ok(false) => {
-                    println!("WORK {} {token} superseded", o.name);
-                    break "superseded";
-                }
-                Err(error) => break lost_or_failed(&client, o, &error),
-            }
-            std::thread::sleep(Duration::from_millis(100));
+            let renewed = one::<bool>(client, renew, &[&o.ns, &o.id, &token, &ttl])?;
+            renewed_at = Instant::now();
+            Ok(renewed)
         };
+        let release = |client: &mut Client| {
+            let _: Result<bool, _> = one(client, release, &[&o.ns, &o.id, &token]);
+        };
+        let reason = lead(&mut client, o, token, deadline, still_leading, release);
         println!("STEPDOWN {} {token} {reason}", o.name);
     }
 }
@@ -183,30 +206,16 @@ fn session_loop(o: &Options) {
             Err(_) => continue,
         };
         println!("LEADER {} {term} {pid}", o.name);
-        // Leader: check the lease, then do fenced work, until either fails.
-        let mut beat = 0;
-        let reason = loop {
-            if Instant::now() >= deadline {
-                let release = "SELECT release_fenced($1, $2, $3)";
-                let _: Result<bool, _> = one(&mut client, release, &[&o.ns, &o.id, &owner]);
-                break "done";
-            }
-            match one::<Option<i64>>(&mut client, "SELECT current_fence($1, $2)", &[&o.ns, &o.id]) {
-                Ok(held) if held == Some(term) => {}
-                Ok(_) => break "lease lost",
-                Err(error) => break lost_or_failed(&client, o, &error),
-            }
-            beat += 1;
-            match work(&mut client, o, term, beat) {
-                Ok(true) => println!("WORK {} {term} accepted", o.name),
-                Ok(false) => {
-                    println!("WORK {} {term} superseded", o.name);
-                    break "superseded";
-                }
-                Err(error) => break lost_or_failed(&client, o, &error),
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        // Still the leader while this session holds the key with this term.
+        let still_leading = |client: &mut Client| {
+            let held = one::<Option<i64>>(client, "SELECT current_fence($1, $2)", &[&o.ns, &o.id]);
+            held.map(|held| held == Some(term))
         };
+        let release = |client: &mut Client| {
+            let release = "SELECT release_fenced($1, $2, $3)";
+            let _: Result<bool, _> = one(client, release, &[&o.ns, &o.id, &owner]);
+        };
+        let reason = lead(&mut client, o, term, deadline, still_leading, release);
         println!("STEPDOWN {} {term} {reason}", o.name);
         if reason == "connection lost" {
             // Like a process that was paused while its lease ran out: it wakes up later and
