@@ -75,3 +75,30 @@ fn server_version_num() -> i32 {
             .unwrap_or(0)
     })
 }
+
+/// A snapshot of the active search path, to tell later whether names would still resolve the
+/// same way (the plan cache's test). PostgreSQL 17 renamed OverrideSearchPath to
+/// SearchPathMatcher ("Remove PushOverrideSearchPath() and PopOverrideSearchPath()").
+#[cfg(feature = "pg18")]
+pub type SearchPathMatcher = pg_sys::SearchPathMatcher;
+#[cfg(not(feature = "pg18"))]
+pub type SearchPathMatcher = pg_sys::OverrideSearchPath;
+
+/// The current search path, allocated in `memory`.
+pub fn current_search_path(memory: pg_sys::MemoryContext) -> *mut SearchPathMatcher {
+    #[cfg(feature = "pg18")]
+    return unsafe { pg_sys::GetSearchPathMatcher(memory) };
+    #[cfg(not(feature = "pg18"))]
+    return unsafe { pg_sys::GetOverrideSearchPath(memory) };
+}
+
+/// Whether `path` (from `current_search_path`) is still the active search path.
+///
+/// # Safety
+/// `path` must be valid.
+pub unsafe fn search_path_is_current(path: *mut SearchPathMatcher) -> bool {
+    #[cfg(feature = "pg18")]
+    return unsafe { pg_sys::SearchPathMatchesCurrentEnvironment(path) };
+    #[cfg(not(feature = "pg18"))]
+    return unsafe { pg_sys::OverrideSearchPathMatchesCurrent(path) };
+}

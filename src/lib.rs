@@ -73,7 +73,7 @@ pub extern "C-unwind" fn _PG_init() {
     grants::register_transaction_callbacks();
     leases::register_transaction_callback();
     extension::register_invalidation_callback();
-    resource::register_invalidation_callback();
+    resource::register_invalidation_callbacks();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

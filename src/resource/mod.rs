@@ -1,17 +1,23 @@
 //! The resource side of fencing: checking tokens where the data lives.
 //!
 //! - `update`: fenced_update, a conditional UPDATE that refuses stale tokens;
+//! - `target`: fenced_update's target given by name, resolved once per backend;
 //! - `trigger`: enforce_fence, a trigger that refuses any UPDATE lowering a fence column;
 //! - `ledger`: fence_check / fence_check_strict, the highest token per named resource.
 
 mod ledger;
+mod target;
 mod trigger;
 mod update;
 
 use crate::errors::FencedError;
 use pgrx::pg_sys;
 
-pub use update::register_invalidation_callback;
+/// The callbacks that tell fenced_update's caches about changed tables and names.
+pub fn register_invalidation_callbacks() {
+    update::register_invalidation_callback();
+    target::register_invalidation_callbacks();
+}
 
 /// A column of the target table, found by name.
 struct Column {
@@ -75,6 +81,37 @@ unsafe fn find_fence_column(relation: pg_sys::Relation, name: &str) -> Column {
         .raise();
     }
     column
+}
+
+/// A varlena argument as its value, detoasted unless it is already plain (the usual case,
+/// tested here rather than in a call to PostgreSQL).
+///
+/// # Safety
+/// `datum` must be a varlena.
+unsafe fn detoasted(datum: pg_sys::Datum) -> pg_sys::Datum {
+    let value = datum.cast_mut_ptr::<pg_sys::varlena>();
+    match unsafe { pgrx::varlena::varatt_is_4b_u(value) } {
+        true => datum,
+        false => pg_sys::Datum::from(unsafe { pg_sys::pg_detoast_datum(value) }),
+    }
+}
+
+/// A text datum's bytes, valid as long as the datum (a short header is read in place; only
+/// a compressed or external value is detoasted, into the current memory context).
+///
+/// # Safety
+/// `datum` must be a text (or other varlena).
+unsafe fn text_bytes<'a>(datum: pg_sys::Datum) -> &'a [u8] {
+    let value = datum.cast_mut_ptr::<pg_sys::varlena>();
+    unsafe {
+        let plain = pgrx::varlena::varatt_is_4b_u(value)
+            || (pgrx::varlena::varatt_is_1b(value) && !pgrx::varlena::varatt_is_1b_e(value));
+        let value = match plain {
+            true => value,
+            false => pg_sys::pg_detoast_datum_packed(value),
+        };
+        pgrx::varlena::varlena_to_byte_slice(value)
+    }
 }
 
 /// An integer datum of one of the fence column types, widened.

@@ -8,7 +8,9 @@
 //! A bare C function (`raw_error_entry!`), so that an error raised by the UPDATE (SF001 from
 //! an enforce_fence trigger, a domain's custom code) reaches the caller with its own SQLSTATE.
 
-use super::{find_column, find_fence_column, relation_display_name, Column};
+use super::{
+    detoasted, find_column, find_fence_column, relation_display_name, target, text_bytes, Column,
+};
 use crate::errors::{original_sqlstate, FencedError, OrRaise, RawError};
 use crate::spi::{self, SavedPlan};
 use crate::types;
@@ -16,21 +18,52 @@ use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
-use std::ffi::{CStr, CString};
+use std::collections::HashSet;
+use std::ffi::CStr;
 use std::rc::Rc;
 
 const FUNCTION: &str = "fenced_update";
 
 /// What a saved UPDATE depends on, besides the table's definition (which the plan cache
 /// tracks): the statement text is built from these.
-#[derive(PartialEq, Eq, Hash)]
 struct StatementKey {
     table: pg_sys::Oid,
     key_type: pg_sys::Oid,
     key_column: String,
     fence_column: String,
     changed_columns: Vec<String>,
+}
+
+/// A call's StatementKey, borrowed from its arguments: found in the cache without copying.
+struct CallKey<'a> {
+    table: pg_sys::Oid,
+    key_type: pg_sys::Oid,
+    key_column: &'a [u8],
+    fence_column: &'a [u8],
+    changes: &'a [(&'a [u8], JsonValue<'a>)],
+}
+
+impl StatementKey {
+    fn of(call: &CallKey) -> StatementKey {
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        StatementKey {
+            table: call.table,
+            key_type: call.key_type,
+            key_column: text(call.key_column),
+            fence_column: text(call.fence_column),
+            changed_columns: call.changes.iter().map(|(name, _)| text(name)).collect(),
+        }
+    }
+
+    fn matches(&self, call: &CallKey) -> bool {
+        self.table == call.table
+            && self.key_type == call.key_type
+            && self.key_column.as_bytes() == call.key_column
+            && self.fence_column.as_bytes() == call.fence_column
+            && self.changed_columns.len() == call.changes.len()
+            && (self.changed_columns.iter().zip(call.changes))
+                .all(|(column, (name, _))| column.as_bytes() == *name)
+    }
 }
 
 /// How a value for one changed column is checked before the UPDATE: through the column
@@ -67,9 +100,13 @@ impl Drop for Statements {
     }
 }
 
+/// At most this many statement sets per backend; the least recently used are dropped first.
+const MAX_CACHED_STATEMENTS: usize = 128;
+
 #[derive(Default)]
 struct StatementCache {
-    statements: HashMap<StatementKey, Rc<Statements>>,
+    /// The most recently used first. Few per application: a scan is cheaper than hashing.
+    statements: Vec<(StatementKey, Rc<Statements>)>,
     /// Cached tables that must be prepared again (renamed, dropped, altered): the relcache
     /// callback only records them, the next call drops the statements. Only tables that have
     /// statements are recorded, so the set stays as small as the cache.
@@ -98,7 +135,7 @@ pub fn register_invalidation_callback() {
 unsafe extern "C-unwind" fn on_relcache_invalidation(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
     CACHE.with_borrow_mut(|cache| match relid {
         pg_sys::InvalidOid => cache.all_stale = true,
-        relid if cache.statements.keys().any(|key| key.table == relid) => {
+        relid if cache.statements.iter().any(|(key, _)| key.table == relid) => {
             cache.stale_tables.insert(relid);
         }
         _ => {}
@@ -129,39 +166,32 @@ fn quote_ident(name: &str) -> String {
 /// Writes `changes` and the fence to the row whose key is `id`, unless the row already
 /// carries a higher token: true when written, false when the caller's token is stale.
 pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError> {
-    let table = target_table(fcinfo);
+    let target = required(unsafe { argument_datum(fcinfo, 0) }, "target");
     let id = required(unsafe { argument_datum(fcinfo, 1) }, "id");
     let id_type = unsafe { pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 1) };
     let token: i64 = required(unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 2) }, "token");
     // Detoasted once: read here for its keys and values, passed to the UPDATE as it is.
-    let changes_jsonb = unsafe {
-        pg_sys::Datum::from(pg_sys::pg_detoast_datum(
-            required(argument_datum(fcinfo, 3), "changes").cast_mut_ptr(),
-        ))
-    };
-    let key_column: String = required(unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 4) }, "key_column");
-    let fence_column: String = required(
-        unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 5) },
-        "fence_column",
-    );
-    let changes = changed_values(changes_jsonb);
+    let changes_jsonb = unsafe { detoasted(required(argument_datum(fcinfo, 3), "changes")) };
+    let key_column = unsafe { text_argument(fcinfo, 4, "key_column") };
+    let fence_column = unsafe { text_argument(fcinfo, 5, "fence_column") };
+    let changes = unsafe { changed_values(changes_jsonb) };
 
-    // Lock the table by OID first, with the UPDATE's own lock: from here on it cannot be
-    // renamed or dropped, and taking the lock processed the invalidations of whatever
-    // happened to it before, so the statements below name this table and no other.
-    unsafe { pg_sys::LockRelationOid(table, pg_sys::RowExclusiveLock as _) };
+    // Lock the table first, with the UPDATE's own lock: from here on it cannot be renamed or
+    // dropped, and taking the lock processed the invalidations of whatever happened to it
+    // before, so the statements below name this table and no other.
+    let table = lock_target(fcinfo, target);
     if !unsafe { relation_exists(table) } {
         FencedError::UndefinedTable {
             oid: table.to_u32(),
         }
         .raise();
     }
-    let key = StatementKey {
+    let call = CallKey {
         table,
         key_type: id_type,
-        key_column: key_column.clone(),
+        key_column,
         fence_column,
-        changed_columns: changes.iter().map(|(name, _)| name.clone()).collect(),
+        changes: &changes,
     };
     let mut arguments = vec![
         Some(id),
@@ -169,7 +199,7 @@ pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, 
         Some(changes_jsonb),
     ];
     let written = spi::connected(|| {
-        let statements = statements_for(key);
+        let statements = statements_for(&call);
         // The value of each checked column, as its type: the typed UPDATE's parameters.
         let mut typed = Some(Vec::new());
         for ((name, value), check) in changes.iter().zip(&statements.checks) {
@@ -206,7 +236,7 @@ pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, 
         if statements.fence_of_row.execute(&arguments[..1]) == 0 {
             FencedError::NoSuchRow {
                 table: statements.table_name.clone(),
-                key_column: key_column.clone(),
+                key_column: String::from_utf8_lossy(key_column).into_owned(),
                 key: output_text(id, id_type),
             }
             .raise()
@@ -225,23 +255,28 @@ pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, 
     Ok(pg_sys::Datum::from(written))
 }
 
-/// The target's OID: a regclass as given, or a table name (the text form an untyped driver
-/// parameter takes) looked up as regclass input would, through search_path.
-fn target_table(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Oid {
-    let target = required(unsafe { argument_datum(fcinfo, 0) }, "target");
+/// The target, locked in RowExclusiveLock: a regclass is the table its OID names (which may
+/// have been dropped); a table name (the text form an untyped driver parameter takes) is
+/// looked up as regclass input would, through search_path.
+fn lock_target(fcinfo: pg_sys::FunctionCallInfo, target: pg_sys::Datum) -> pg_sys::Oid {
+    let mode = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
     match unsafe { pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 0) } {
-        pg_sys::TEXTOID => unsafe {
-            let name = pg_sys::text_to_cstring(target.cast_mut_ptr());
-            let oid = pg_sys::OidInputFunctionCall(
-                pg_sys::Oid::from(pg_sys::F_REGCLASSIN),
-                name,
-                pg_sys::InvalidOid,
-                -1,
-            );
-            pg_sys::Oid::from(oid.value() as u32)
-        },
-        _ => pg_sys::Oid::from(target.value() as u32),
+        pg_sys::TEXTOID => target::lock_table_named(target, mode),
+        _ => {
+            let table = pg_sys::Oid::from(target.value() as u32);
+            unsafe { pg_sys::LockRelationOid(table, mode) };
+            table
+        }
     }
+}
+
+/// The text argument `n`'s bytes (valid for the rest of the call), or 22004 for NULL.
+unsafe fn text_argument<'a>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    n: usize,
+    argument: &'static str,
+) -> &'a [u8] {
+    unsafe { text_bytes(required(argument_datum(fcinfo, n), argument)) }
 }
 
 /// Argument `n` as PostgreSQL passed it, or None for NULL.
@@ -251,33 +286,35 @@ unsafe fn argument_datum(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<p
 }
 
 unsafe fn relation_exists(table: pg_sys::Oid) -> bool {
+    let zero = pg_sys::Datum::from(0);
     unsafe {
-        let tuple = pg_sys::SearchSysCache1(
+        pg_sys::SearchSysCacheExists(
             pg_sys::SysCacheIdentifier::RELOID as _,
             pg_sys::Datum::from(table),
-        );
-        let exists = !tuple.is_null();
-        if exists {
-            pg_sys::ReleaseSysCache(tuple);
-        }
-        exists
+            zero,
+            zero,
+            zero,
+        )
     }
 }
 
 /// A value of `changes`, as a column sees it.
-enum JsonValue {
+enum JsonValue<'a> {
     /// A string, number or boolean, as text (as `jsonb_populate_record` would read it:
-    /// numbers exactly, big or long ones included).
-    Scalar(String),
+    /// numbers exactly, big or long ones included), allocated for the call.
+    Scalar(&'a CStr),
     Null,
     /// An array or an object: jsonb_populate_record alone converts it (to an array or a
     /// composite column).
     Structured,
 }
 
-/// The top-level keys of the detoasted `changes` object in jsonb's own order, with their
-/// values.
-fn changed_values(changes: pg_sys::Datum) -> Vec<(String, JsonValue)> {
+/// The top-level keys of the detoasted `changes` object in jsonb's own order (pointing into
+/// it), with their values.
+///
+/// # Safety
+/// `changes` must be a detoasted jsonb that outlives the result.
+unsafe fn changed_values<'a>(changes: pg_sys::Datum) -> Vec<(&'a [u8], JsonValue<'a>)> {
     use pg_sys::jbvType as kind;
     use pg_sys::JsonbIteratorToken::*;
     unsafe {
@@ -291,26 +328,31 @@ fn changed_values(changes: pg_sys::Datum) -> Vec<(String, JsonValue)> {
         let mut iterator = pg_sys::JsonbIteratorInit(&mut (*jsonb).root);
         let mut value = pg_sys::JsonbValue::default();
         let mut pairs = Vec::new();
-        let mut key = String::new();
+        let mut key: &[u8] = &[];
         loop {
             match pg_sys::JsonbIteratorNext(&mut iterator, &mut value, true) {
                 WJB_KEY => key = jsonb_string(&value),
                 WJB_VALUE => {
                     let text = match value.type_ {
-                        kind::jbvString => JsonValue::Scalar(jsonb_string(&value)),
-                        kind::jbvNumeric => JsonValue::Scalar(
-                            CStr::from_ptr(pg_sys::OidOutputFunctionCall(
+                        // A copy with its NUL: jsonb strings hold none (jsonb refuses \u0000).
+                        kind::jbvString => JsonValue::Scalar(CStr::from_ptr(pg_sys::pnstrdup(
+                            value.val.string.val,
+                            value.val.string.len as _,
+                        ))),
+                        kind::jbvNumeric => {
+                            JsonValue::Scalar(CStr::from_ptr(pg_sys::OidOutputFunctionCall(
                                 pg_sys::Oid::from(pg_sys::F_NUMERIC_OUT),
                                 pg_sys::Datum::from(value.val.numeric),
-                            ))
-                            .to_string_lossy()
-                            .into_owned(),
-                        ),
-                        kind::jbvBool => JsonValue::Scalar(value.val.boolean.to_string()),
+                            )))
+                        }
+                        kind::jbvBool => JsonValue::Scalar(match value.val.boolean {
+                            true => c"true",
+                            false => c"false",
+                        }),
                         kind::jbvNull => JsonValue::Null,
                         _ => JsonValue::Structured,
                     };
-                    pairs.push((std::mem::take(&mut key), text));
+                    pairs.push((key, text));
                 }
                 WJB_DONE => break,
                 _ => {}
@@ -320,36 +362,52 @@ fn changed_values(changes: pg_sys::Datum) -> Vec<(String, JsonValue)> {
     }
 }
 
-unsafe fn jsonb_string(value: &pg_sys::JsonbValue) -> String {
+/// A jsonb string's bytes, where the jsonb holds them.
+unsafe fn jsonb_string<'a>(value: &pg_sys::JsonbValue) -> &'a [u8] {
     unsafe {
         let string = value.val.string;
-        let bytes = std::slice::from_raw_parts(string.val.cast::<u8>(), string.len as usize);
-        String::from_utf8_lossy(bytes).into_owned()
+        std::slice::from_raw_parts(string.val.cast::<u8>(), string.len as usize)
     }
 }
 
-/// The statements for `key`: validated and prepared on first use (stale ones are dropped
+/// The statements for `call`: validated and prepared on first use (stale ones are dropped
 /// first), then shared. An Rc, so that a nested call (a trigger that calls fenced_update) can
 /// use and even replace the cache while this call still holds its statements.
-fn statements_for(key: StatementKey) -> Rc<Statements> {
+fn statements_for(call: &CallKey) -> Rc<Statements> {
+    // Dropped statements are freed once the cache is no longer borrowed.
+    let mut dropped = Vec::new();
     let cached = CACHE.with_borrow_mut(|cache| {
         if std::mem::take(&mut cache.all_stale) {
-            cache
-                .stale_tables
-                .extend(cache.statements.keys().map(|key| key.table));
+            let tables = cache.statements.iter().map(|(key, _)| key.table);
+            cache.stale_tables.extend(tables);
         }
         if !cache.stale_tables.is_empty() {
             let stale = std::mem::take(&mut cache.stale_tables);
-            cache
-                .statements
-                .retain(|key, _| !stale.contains(&key.table));
+            let (gone, kept) = std::mem::take(&mut cache.statements)
+                .into_iter()
+                .partition(|(key, _)| stale.contains(&key.table));
+            cache.statements = kept;
+            dropped = gone;
         }
-        cache.statements.get(&key).cloned()
+        let position = cache
+            .statements
+            .iter()
+            .position(|(key, _)| key.matches(call))?;
+        cache.statements[..=position].rotate_right(1);
+        Some(cache.statements[0].1.clone())
     });
+    drop(dropped);
     cached.unwrap_or_else(|| {
         // Validation may raise an error: nothing is cached until it has passed.
+        let key = StatementKey::of(call);
         let statements = Rc::new(validate_and_prepare(&key));
-        CACHE.with_borrow_mut(|cache| cache.statements.insert(key, statements.clone()));
+        let evicted = CACHE.with_borrow_mut(|cache| {
+            cache.statements.insert(0, (key, statements.clone()));
+            cache
+                .statements
+                .split_off(MAX_CACHED_STATEMENTS.min(cache.statements.len()))
+        });
+        drop(evicted);
         statements
     })
 }
@@ -516,16 +574,10 @@ fn input_check(column: &Column, memory: pg_sys::MemoryContext) -> Option<InputCh
 /// reported with its column (and the type's own SQLSTATE, a domain's custom code included).
 fn value_as_column_type(
     table_name: &str,
-    column_name: &str,
+    column_name: &[u8],
     check: &InputCheck,
-    text: &str,
+    text: &CStr,
 ) -> pg_sys::Datum {
-    let Ok(text) = CString::new(text) else {
-        invalid(
-            format!("{FUNCTION}: value for column \"{column_name}\" contains a NUL character"),
-            None,
-        )
-    };
     PgTryBuilder::new(|| unsafe {
         pg_sys::InputFunctionCall(
             check.function,
@@ -537,7 +589,7 @@ fn value_as_column_type(
     .catch_others(|error| match error {
         CaughtError::PostgresError(report) => RawError::value_does_not_fit(
             table_name,
-            column_name,
+            &String::from_utf8_lossy(column_name),
             &report,
             original_sqlstate(&report),
         )
