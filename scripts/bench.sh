@@ -3,13 +3,13 @@
 # order, with the same clients; the median tps over the rounds is compared with the floor
 # (an empty transaction) and with the raw SQL a user would otherwise write. Absolute tps on
 # a shared machine mean little; the ratios are the result.
-#   BENCH_SECONDS (default 5) per workload and round, BENCH_ROUNDS (default 3),
+#   BENCH_SECONDS (default 5) per workload and round, BENCH_ROUNDS (default 5),
 #   BENCH_CLIENTS (default 8), BENCH_THREADS (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECONDS_EACH=${BENCH_SECONDS:-5}
-ROUNDS=${BENCH_ROUNDS:-3}
+ROUNDS=${BENCH_ROUNDS:-5}
 CLIENTS=${BENCH_CLIENTS:-8}
 THREADS=${BENCH_THREADS:-2}
 DIR=$PWD/build/pg/bench
@@ -29,7 +29,7 @@ WORKLOADS=(floor=floor raw_two_statements=raw_two_statements raw_one_statement=r
     floor_1=floor acquire_random_1=acquire_random
     raw_write=raw_write acquire_write=acquire_write
     acquire_write_nondurable=acquire_write:"-c fenced_lock.durable_tokens=off"
-    update_raw=update_raw update_fenced=update_fenced
+    update_raw=update_raw update_fenced=update_fenced update_plpgsql=update_plpgsql
     lease_cycle=lease_cycle raw_lease_cycle=raw_lease_cycle)
 
 trap 'scripts/pg.sh stop "$DIR"; scripts/pg.sh stop "$PER_CALL_DIR"' EXIT
@@ -45,17 +45,26 @@ for url in "$URL" "$PER_CALL_URL"; do
     psql "${url/fenced_lock_bench/postgres}" -qX -c "CREATE DATABASE fenced_lock_bench"
     psql "$url" -qX -c "CREATE EXTENSION fenced_lock" -c "SELECT register_namespace('bench', 2001)"
 done
-# fenced_update and the hand-written UPDATE get a table of their own: the lock workloads raise
-# bench_rows' fences far above the update workloads' token (1000), and a refused write costs
-# fenced_update a second statement (it tells "superseded" from "no such row"), so on a shared
-# table the comparison would depend on what ran before it. Here every call writes.
+# Each UPDATE workload gets a table of its own. Not bench_rows: the lock workloads raise its
+# fences far above the update workloads' token (1000), and a refused write costs fenced_update
+# a second statement (it tells "superseded" from "no such row"); here every call writes. Not
+# one shared table either: each run would prune the dead rows the run before it left.
 psql "$URL" -qX \
     -c "CREATE SEQUENCE bench_token_seq AS bigint CACHE 1 NO CYCLE" \
     -c "CREATE TABLE bench_rows (id int PRIMARY KEY, payload text, fence bigint NOT NULL)" \
     -c "CREATE TABLE bench_leases (id int PRIMARY KEY, owner text, expires_at timestamptz)" \
     -c "INSERT INTO bench_rows SELECT g, NULL, 0 FROM generate_series(1, 100000) g" \
-    -c "CREATE TABLE bench_updates (LIKE bench_rows INCLUDING ALL)" \
-    -c "INSERT INTO bench_updates SELECT * FROM bench_rows" \
+    -c "CREATE TABLE bench_updates_raw (LIKE bench_rows INCLUDING ALL)" \
+    -c "INSERT INTO bench_updates_raw SELECT * FROM bench_rows" \
+    -c "CREATE TABLE bench_updates_fenced (LIKE bench_rows INCLUDING ALL)" \
+    -c "INSERT INTO bench_updates_fenced SELECT * FROM bench_rows" \
+    -c "CREATE TABLE bench_updates_plpgsql (LIKE bench_rows INCLUDING ALL)" \
+    -c "INSERT INTO bench_updates_plpgsql SELECT * FROM bench_rows" \
+    -c "CREATE FUNCTION bench_update_plpgsql(p_id int, p_token bigint, p_payload text)
+        RETURNS boolean LANGUAGE plpgsql AS \$\$ BEGIN
+            UPDATE bench_updates_plpgsql SET payload = p_payload, fence = p_token
+             WHERE id = p_id AND (fence <= p_token OR fence IS NULL);
+            RETURN FOUND; END \$\$" \
     -c "VACUUM ANALYZE"
 
 declare -A results
@@ -107,15 +116,46 @@ nondurable=$(median "${results[acquire_write_nondurable]}")
 raw=$(median "${results[raw_write]}")
 awk -v d="$durable" -v n="$nondurable" -v r="$raw" \
     'BEGIN { printf "durable tokens on vs off, lock + guarded UPDATE: %.2fx (vs raw SQL: %.2fx)\n", d / n, d / r }'
-fenced=$(median "${results[update_fenced]}")
-raw=$(median "${results[update_raw]}")
-awk -v f="$fenced" -v r="$raw" \
-    'BEGIN { printf "fenced_update vs hand-written conditional UPDATE (random keys): %.2fx\n", f / r }'
+# The median over the rounds of A's tps / B's tps in the same round (A and B ran one after
+# the other), with the lowest and the highest: steadier than a ratio of medians when the
+# machine's speed drifts between rounds.
+paired() {
+    paste -d' ' <(tr ' ' '\n' <<<"${results[$1]}" | grep .) <(tr ' ' '\n' <<<"${results[$2]}" | grep .) |
+        awk '{ print $1 / $2 }' | sort -g |
+        awk '{ v[NR] = $1 } END { printf "%.2fx (rounds %.2fx to %.2fx)", v[int((NR + 1) / 2)], v[1], v[NR] }'
+}
+echo "fenced_update vs hand-written conditional UPDATE (random keys), per round: $(paired update_fenced update_raw);"
+echo "    the same UPDATE in a PL/pgSQL function (no checks) vs the UPDATE: $(paired update_plpgsql update_raw)"
 lease=$(median "${results[lease_cycle]}")
 raw=$(median "${results[raw_lease_cycle]}")
 acquire=$(median "${results[acquire_random]}")
 awk -v l="$lease" -v r="$raw" -v a="$acquire" \
     'BEGIN { printf "acquire_lease + release_lease vs a raw SQL TTL lock (Redis style, no token): %.2fx; vs acquire_fenced: %.2fx\n", l / r, l / a }'
+# Backend CPU per call, one client: the same calls, counted by the kernel rather than timed.
+# A backend's CPU time is added to the postmaster's children's time when it exits, so each
+# pgbench run (its own backend) is measured whole; the runs alternate, and the median per
+# workload is printed. Steadier than tps on a shared machine (other processes' load does not
+# count), and it shows where a gap in tps comes from.
+CPU_CALLS=${BENCH_CPU_CALLS:-20000}
+postmaster=$(head -1 "$DIR/data/postmaster.pid")
+children_cpu_ticks() { awk '{ print $16 + $17 }' "/proc/$postmaster/stat"; }
+declare -A cpu
+for ((round = 0; round < ROUNDS; round++)); do
+    for workload in update_raw update_fenced update_plpgsql; do
+        before=$(children_cpu_ticks)
+        /usr/lib/postgresql/15/bin/pgbench -n -M prepared -c 1 -t "$CPU_CALLS" \
+            -f "bench/$workload.sql" "$URL" >/dev/null 2>&1
+        sleep 0.2 # the postmaster reaps the backend
+        cpu[$workload]+="$((($(children_cpu_ticks) - before) * 1000000 / $(getconf CLK_TCK) / CPU_CALLS)) "
+    done
+done
+echo
+echo "backend CPU per call (one client, $CPU_CALLS calls x $ROUNDS runs; median, microseconds)"
+for workload in update_raw update_fenced update_plpgsql; do
+    printf '  %-16s %6s us\n' "$workload" "$(median "${cpu[$workload]}")"
+done
+
+echo
 echo "Goals: durable (allocator) >= 1.2x raw_1_stmt and >= 0.80x floor, >= 0.95x durable_tokens=off;"
 echo "       hot key >= 1.0x raw hot key; one client within 5% of the floor;"
 echo "       fenced_update >= 0.95x the hand-written UPDATE."

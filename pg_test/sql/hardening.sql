@@ -119,6 +119,21 @@ END
 $$;
 SELECT sum(total_bytes) - :memory_before < 3 * 1024 * 1024 AS memory_bounded
   FROM pg_backend_memory_contexts;
+--    A backend keeps the statements of at most 128 column sets (the least recently used go):
+--    255 sets (every non-empty subset of 8 columns) written twice over, each write checked.
+CREATE TABLE wide (id int PRIMARY KEY, fence bigint,
+    c1 int, c2 int, c3 int, c4 int, c5 int, c6 int, c7 int, c8 int);
+INSERT INTO wide (id, fence) VALUES (1, 0);
+CREATE FUNCTION wide_columns(n int) RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_object_agg('c' || b, n * 10 + b) FROM generate_series(1, 8) b
+     WHERE n & (1 << (b - 1)) <> 0 $$;
+CREATE FUNCTION wide_matches(n int) RETURNS boolean LANGUAGE sql AS $$
+    SELECT to_jsonb(w) @> wide_columns(n) FROM wide w $$;
+SELECT count(*) FILTER (WHERE fenced_update('wide', 1, round * 1000 + n, wide_columns(n))
+                          AND wide_matches(n)) AS written_and_read_back
+  FROM generate_series(1, 2) round, generate_series(1, 255) n;
+SELECT count(*) AS statement_sets_kept FROM pg_backend_memory_contexts
+ WHERE name = 'fenced_update statements';
 
 -- 9. Values reach their columns as jsonb_populate_record reads them, numbers exactly.
 CREATE TABLE amounts (id int PRIMARY KEY, fence bigint, amount numeric, big int8, small real);
@@ -152,8 +167,9 @@ BEGIN;
 SELECT acquire_fenced(32, 1) > 0 AS issued_again_once_logged;
 COMMIT;
 
-DROP TABLE inv, lowered, guarded, evens, amounts, owned;
+DROP TABLE inv, lowered, guarded, evens, amounts, owned, wide;
 DROP DOMAIN even_int;
-DROP FUNCTION lower_fence(), refuse_update(), must_be_even(int);
+DROP FUNCTION lower_fence(), refuse_update(), must_be_even(int), wide_columns(int),
+    wide_matches(int);
 DELETE FROM fence_ledger WHERE resource = 's3://bucket/poison.csv';
 DROP ROLE fenced_hardening_app;

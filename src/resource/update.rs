@@ -193,40 +193,36 @@ pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, 
         fence_column,
         changes: &changes,
     };
-    let mut arguments = vec![
+    // $1 to $3, then the typed UPDATE's parameters: the value of each checked column, as
+    // its type.
+    let mut arguments = Vec::with_capacity(3 + changes.len());
+    arguments.extend([
         Some(id),
         Some(pg_sys::Datum::from(token)),
         Some(changes_jsonb),
-    ];
+    ]);
     let written = spi::connected(|| {
         let statements = statements_for(&call);
-        // The value of each checked column, as its type: the typed UPDATE's parameters.
-        let mut typed = Some(Vec::new());
+        let mut typed = true;
         for ((name, value), check) in changes.iter().zip(&statements.checks) {
             let Some(check) = check else { continue };
-            let datum = match value {
-                JsonValue::Scalar(text) => Some(value_as_column_type(
+            match value {
+                JsonValue::Scalar(text) => arguments.push(Some(value_as_column_type(
                     &statements.table_name,
                     name,
                     check,
                     text,
-                )),
-                JsonValue::Null => None,
-                JsonValue::Structured => {
-                    typed = None;
-                    continue;
-                }
-            };
-            if let Some(typed) = typed.as_mut() {
-                typed.push(datum);
+                ))),
+                JsonValue::Null => arguments.push(None),
+                JsonValue::Structured => typed = false,
             }
         }
         let update = match typed {
-            Some(values) => {
-                arguments.extend(values);
-                statements.update_typed
+            true => statements.update_typed,
+            false => {
+                arguments.truncate(3);
+                statements.update
             }
-            None => statements.update,
         };
         if update.execute(&arguments) > 0 {
             return true;
@@ -327,7 +323,7 @@ unsafe fn changed_values<'a>(changes: pg_sys::Datum) -> Vec<(&'a [u8], JsonValue
         }
         let mut iterator = pg_sys::JsonbIteratorInit(&mut (*jsonb).root);
         let mut value = pg_sys::JsonbValue::default();
-        let mut pairs = Vec::new();
+        let mut pairs = Vec::with_capacity(((*jsonb).root.header & pg_sys::JB_CMASK) as usize);
         let mut key: &[u8] = &[];
         loop {
             match pg_sys::JsonbIteratorNext(&mut iterator, &mut value, true) {
