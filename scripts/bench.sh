@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Side-by-side pgbench runs on one server: every workload runs in each round, in rotating
-# order, with the same clients; the median tps over the rounds is compared with the floor
+# order (backwards every other round), with the same clients; the median tps over the rounds is compared with the floor
 # (an empty transaction) and with the raw SQL a user would otherwise write. Absolute tps on
 # a shared machine mean little; the ratios are the result.
 #   BENCH_SECONDS (default 5) per workload and round, BENCH_ROUNDS (default 5),
@@ -70,7 +70,9 @@ psql "$URL" -qX \
 declare -A results
 for ((round = 0; round < ROUNDS; round++)); do
     for ((i = 0; i < ${#WORKLOADS[@]}; i++)); do
-        entry=${WORKLOADS[(i + round) % ${#WORKLOADS[@]}]}
+        # Odd rounds go backwards: neighbours (update_raw, update_fenced, ...) swap places.
+        position=$(((round % 2 ? ${#WORKLOADS[@]} - 1 - i : i) + round))
+        entry=${WORKLOADS[position % ${#WORKLOADS[@]}]}
         workload=${entry%%=*} script=${entry#*=} options= url=$URL clients=$CLIENTS threads=$THREADS
         [[ $script == *@per_call ]] && url=$PER_CALL_URL script=${script%@per_call}
         [[ $script == *:* ]] && options=${script#*:} script=${script%%:*}
