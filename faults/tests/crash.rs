@@ -73,20 +73,7 @@ fn immediate_shutdown_during_storm_per_call() {
 }
 
 fn immediate_shutdowns(test: &str, extra: &[&str]) {
-    let settings: Vec<&str> = [SLOW_WAL_WRITER, PRELOAD]
-        .iter()
-        .chain(extra)
-        .copied()
-        .collect();
-    let server = Server::fresh("crash", &settings);
-    server.create_database();
-    let cycles = 20;
-    let (operations, epochs) =
-        storms_across_faults(&server, cycles, false, |server, _| server.crash());
-    let tokens = epochs.iter().map(Vec::len).sum();
-    let violations = violations_across_epochs(&epochs);
-    report(test, operations, cycles, tokens, violations);
-    assert_eq!(violations, 0);
+    no_repeats_across_faults(test, "crash", extra, 20, |server, _| server.crash());
 }
 
 #[test]
@@ -100,15 +87,7 @@ fn backend_killed_during_storm_per_call() {
 }
 
 fn backend_kills(test: &str, extra: &[&str]) {
-    let settings: Vec<&str> = [SLOW_WAL_WRITER, PRELOAD]
-        .iter()
-        .chain(extra)
-        .copied()
-        .collect();
-    let server = Server::fresh("backend-crash", &settings);
-    server.create_database();
-    let cycles = 10;
-    let (operations, epochs) = storms_across_faults(&server, cycles, false, |_, storm| {
+    no_repeats_across_faults(test, "backend-crash", extra, 10, |_, storm| {
         let pid = storm.backend_pids.lock().unwrap()[0];
         let killed = Command::new("kill")
             .args(["-9", &pid.to_string()])
@@ -116,6 +95,25 @@ fn backend_kills(test: &str, extra: &[&str]) {
             .unwrap();
         assert!(killed.success(), "kill -9 {pid}");
     });
+}
+
+/// `cycles` storms on a fresh preloaded server (with `extra` settings), each ended by `fault`:
+/// no token may be handed out twice across them.
+fn no_repeats_across_faults(
+    test: &str,
+    server_name: &str,
+    extra: &[&str],
+    cycles: u64,
+    fault: impl Fn(&Server, &Storm),
+) {
+    let settings: Vec<&str> = [SLOW_WAL_WRITER, PRELOAD]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect();
+    let server = Server::fresh(server_name, &settings);
+    server.create_database();
+    let (operations, epochs) = storms_across_faults(&server, cycles, false, fault);
     let tokens = epochs.iter().map(Vec::len).sum();
     let violations = violations_across_epochs(&epochs);
     report(test, operations, cycles, tokens, violations);

@@ -83,6 +83,22 @@ unsafe fn find_fence_column(relation: pg_sys::Relation, name: &str) -> Column {
     column
 }
 
+/// A new memory context for a few small allocations, named `name`, under `parent`.
+fn small_memory_context(
+    parent: pg_sys::MemoryContext,
+    name: &'static std::ffi::CStr,
+) -> pg_sys::MemoryContext {
+    unsafe {
+        pg_sys::AllocSetContextCreateExtended(
+            parent,
+            name.as_ptr(),
+            pg_sys::ALLOCSET_SMALL_MINSIZE as _,
+            pg_sys::ALLOCSET_SMALL_INITSIZE as _,
+            pg_sys::ALLOCSET_SMALL_MAXSIZE as _,
+        )
+    }
+}
+
 /// A varlena argument as its value, detoasted unless it is already plain (the usual case,
 /// tested here rather than in a call to PostgreSQL).
 ///

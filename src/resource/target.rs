@@ -107,28 +107,20 @@ fn table_oid(name: pg_sys::Datum) -> pg_sys::Oid {
 
 /// Forgets the names resolved under another search path and keeps the current one.
 fn remember_search_path() {
-    let memory = RESOLVED.with_borrow(|resolved| resolved.memory);
-    let memory = match memory.is_null() {
-        true => unsafe {
-            pg_sys::AllocSetContextCreateExtended(
-                pg_sys::TopMemoryContext,
-                c"fenced_update target names".as_ptr(),
-                pg_sys::ALLOCSET_SMALL_MINSIZE as _,
-                pg_sys::ALLOCSET_SMALL_INITSIZE as _,
-                pg_sys::ALLOCSET_SMALL_MAXSIZE as _,
-            )
-        },
-        false => {
-            unsafe { pg_sys::MemoryContextReset(memory) };
-            memory
-        }
-    };
-    // Reset above: nothing may point into `memory` until the new path is stored.
-    RESOLVED.with_borrow_mut(|resolved| {
-        resolved.memory = memory;
-        resolved.search_path = std::ptr::null_mut();
-        forget(resolved);
-    });
+    // Made under the current context and kept only once complete, as the plan cache does:
+    // an error on the way leaves nothing behind.
+    let memory = super::small_memory_context(
+        unsafe { pg_sys::CurrentMemoryContext },
+        c"fenced_update target names",
+    );
     let search_path = compat::current_search_path(memory);
-    RESOLVED.with_borrow_mut(|resolved| resolved.search_path = search_path);
+    unsafe { pg_sys::MemoryContextSetParent(memory, pg_sys::TopMemoryContext) };
+    let previous = RESOLVED.with_borrow_mut(|resolved| {
+        forget(resolved);
+        resolved.search_path = search_path;
+        std::mem::replace(&mut resolved.memory, memory)
+    });
+    if !previous.is_null() {
+        unsafe { pg_sys::MemoryContextDelete(previous) };
+    }
 }

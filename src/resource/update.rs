@@ -9,7 +9,8 @@
 //! an enforce_fence trigger, a domain's custom code) reaches the caller with its own SQLSTATE.
 
 use super::{
-    detoasted, find_column, find_fence_column, relation_display_name, target, text_bytes, Column,
+    detoasted, find_column, find_fence_column, relation_display_name, small_memory_context, target,
+    text_bytes, Column,
 };
 use crate::errors::{original_sqlstate, FencedError, OrRaise, RawError};
 use crate::spi::{self, SavedPlan};
@@ -180,12 +181,6 @@ pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, 
     // dropped, and taking the lock processed the invalidations of whatever happened to it
     // before, so the statements below name this table and no other.
     let table = lock_target(fcinfo, target);
-    if !unsafe { relation_exists(table) } {
-        FencedError::UndefinedTable {
-            oid: table.to_u32(),
-        }
-        .raise();
-    }
     let call = CallKey {
         table,
         key_type: id_type,
@@ -251,9 +246,9 @@ pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, 
     Ok(pg_sys::Datum::from(written))
 }
 
-/// The target, locked in RowExclusiveLock: a regclass is the table its OID names (which may
-/// have been dropped); a table name (the text form an untyped driver parameter takes) is
-/// looked up as regclass input would, through search_path.
+/// The target, locked in RowExclusiveLock: a regclass is the table its OID names (42P01 if it
+/// was dropped); a table name (the text form an untyped driver parameter takes) is looked up
+/// as regclass input would, through search_path.
 fn lock_target(fcinfo: pg_sys::FunctionCallInfo, target: pg_sys::Datum) -> pg_sys::Oid {
     let mode = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
     match unsafe { pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 0) } {
@@ -261,6 +256,12 @@ fn lock_target(fcinfo: pg_sys::FunctionCallInfo, target: pg_sys::Datum) -> pg_sy
         _ => {
             let table = pg_sys::Oid::from(target.value() as u32);
             unsafe { pg_sys::LockRelationOid(table, mode) };
+            if !unsafe { relation_exists(table) } {
+                FencedError::UndefinedTable {
+                    oid: table.to_u32(),
+                }
+                .raise();
+            }
             table
         }
     }
@@ -436,15 +437,10 @@ fn validate_and_prepare(key: &StatementKey) -> Statements {
         })
         .collect();
     unsafe { pg_sys::relation_close(relation, pg_sys::NoLock as _) };
-    let memory = unsafe {
-        pg_sys::AllocSetContextCreateExtended(
-            pg_sys::CacheMemoryContext,
-            c"fenced_update statements".as_ptr(),
-            pg_sys::ALLOCSET_SMALL_MINSIZE as _,
-            pg_sys::ALLOCSET_SMALL_INITSIZE as _,
-            pg_sys::ALLOCSET_SMALL_MAXSIZE as _,
-        )
-    };
+    let memory = small_memory_context(
+        unsafe { pg_sys::CacheMemoryContext },
+        c"fenced_update statements",
+    );
     let checks: Vec<Option<InputCheck>> = columns
         .iter()
         .map(|column| input_check(column, memory))
