@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side pgbench runs on one server: every workload runs in each round, in rotating
-# order (backwards every other round), with the same clients; the median tps over the rounds is compared with the floor
-# (an empty transaction) and with the raw SQL a user would otherwise write. Absolute tps on
-# a shared machine mean little; the ratios are the result.
+# order (backwards every other round), with the same clients; the median tps over the rounds
+# is compared with the floor (an empty transaction) and with the raw SQL a user would
+# otherwise write. Absolute tps on a shared machine mean little; the ratios are the result.
 #   BENCH_SECONDS (default 5) per workload and round, BENCH_ROUNDS (default 5),
 #   BENCH_CLIENTS (default 8), BENCH_THREADS (default 2).
 set -euo pipefail

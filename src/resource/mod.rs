@@ -99,34 +99,15 @@ fn small_memory_context(
     }
 }
 
-/// A varlena argument as its value, detoasted unless it is already plain (the usual case,
-/// tested here rather than in a call to PostgreSQL).
-///
-/// # Safety
-/// `datum` must be a varlena.
-unsafe fn detoasted(datum: pg_sys::Datum) -> pg_sys::Datum {
-    let value = datum.cast_mut_ptr::<pg_sys::varlena>();
-    match unsafe { pgrx::varlena::varatt_is_4b_u(value) } {
-        true => datum,
-        false => pg_sys::Datum::from(unsafe { pg_sys::pg_detoast_datum(value) }),
-    }
-}
-
-/// A text datum's bytes, valid as long as the datum (a short header is read in place; only
-/// a compressed or external value is detoasted, into the current memory context).
+/// A text datum's bytes, valid as long as the datum (PostgreSQL reads a plain value, short
+/// header included, in place; only a compressed or external one is detoasted, into the
+/// current memory context).
 ///
 /// # Safety
 /// `datum` must be a text (or other varlena).
 unsafe fn text_bytes<'a>(datum: pg_sys::Datum) -> &'a [u8] {
-    let value = datum.cast_mut_ptr::<pg_sys::varlena>();
     unsafe {
-        let plain = pgrx::varlena::varatt_is_4b_u(value)
-            || (pgrx::varlena::varatt_is_1b(value) && !pgrx::varlena::varatt_is_1b_e(value));
-        let value = match plain {
-            true => value,
-            false => pg_sys::pg_detoast_datum_packed(value),
-        };
-        pgrx::varlena::varlena_to_byte_slice(value)
+        pgrx::varlena::varlena_to_byte_slice(pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr()))
     }
 }
 

@@ -9,7 +9,7 @@
 //! an enforce_fence trigger, a domain's custom code) reaches the caller with its own SQLSTATE.
 
 use super::{
-    detoasted, find_column, find_fence_column, relation_display_name, small_memory_context, target,
+    find_column, find_fence_column, relation_display_name, small_memory_context, target,
     text_bytes, Column,
 };
 use crate::errors::{original_sqlstate, FencedError, OrRaise, RawError};
@@ -171,8 +171,13 @@ pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, 
     let id = required(unsafe { argument_datum(fcinfo, 1) }, "id");
     let id_type = unsafe { pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 1) };
     let token: i64 = required(unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 2) }, "token");
-    // Detoasted once: read here for its keys and values, passed to the UPDATE as it is.
-    let changes_jsonb = unsafe { detoasted(required(argument_datum(fcinfo, 3), "changes")) };
+    // Detoasted once (a plain value is returned as it is): read here for its keys and values,
+    // passed to the UPDATE as it is.
+    let changes_jsonb = unsafe {
+        pg_sys::Datum::from(pg_sys::pg_detoast_datum(
+            required(argument_datum(fcinfo, 3), "changes").cast_mut_ptr(),
+        ))
+    };
     let key_column = unsafe { text_argument(fcinfo, 4, "key_column") };
     let fence_column = unsafe { text_argument(fcinfo, 5, "fence_column") };
     let changes = unsafe { changed_values(changes_jsonb) };
