@@ -13,6 +13,8 @@ TARGET_DIR := target$(if $(filter 15,$(PG)),,/pg$(PG))
 PORT      := 54315
 RUN_URL   := postgresql://postgres@127.0.0.1:$(PORT)/fenced_lock
 PGRX_TEST_DIR := $(CURDIR)/build/pgrx-test
+# pgrx's record of the pg_configs lives in the checkout, never in the user's ~/.pgrx.
+export PGRX_HOME := $(CURDIR)/build/pgrx-home
 # What `make psql` and `make stop` need to reach the server `make run` started.
 MAKE_ARGS := $(if $(filter 15,$(PG)),,PG=$(PG)) $(if $(filter 54315,$(PORT)),,PORT=$(PORT))
 
@@ -23,10 +25,11 @@ all: test
 setup:
 	scripts/setup.sh
 
-# Also installs 0.1.0's script as shipped, so a 0.1.0 database can be made and upgraded.
+# Also installs the install scripts of 0.1.0 and 0.2.0 as shipped, so a database of either can
+# be made and upgraded.
 install: setup
 	CARGO_TARGET_DIR=$(TARGET_DIR) cargo pgrx install --release --pg-config $(PG_CONFIG)
-	install -m 644 sql/fenced_lock--0.1.0.sql $$($(PG_CONFIG) --sharedir)/extension/
+	install -m 644 sql/fenced_lock--0.1.0.sql sql/fenced_lock--0.2.0.sql $$($(PG_CONFIG) --sharedir)/extension/
 
 run: install
 	PG_BIN=$(PG_BIN) scripts/pg.sh tcp $(RUN_DIR) $(PORT) -c shared_preload_libraries=fenced_lock

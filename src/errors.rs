@@ -49,7 +49,8 @@ pub enum FencedError {
         table: String,
         column: String,
     },
-    FenceColumnNotInteger {
+    /// Tokens are bigint: a smaller fence column overflows (each failover skips 10^9).
+    FenceColumnNotBigint {
         table: String,
         column: String,
         type_name: String,
@@ -71,6 +72,23 @@ pub enum FencedError {
     RowNotUpdatable {
         table: String,
         key: String,
+    },
+    /// fenced_update: no UPDATE policy blocked the row, but a BEFORE UPDATE trigger returned
+    /// NULL for it, which must not read as "superseded" either.
+    RowSkippedByTrigger {
+        table: String,
+        key: String,
+    },
+    /// A function that locks, unlocks or draws a token was called during a parallel operation
+    /// (through a wrapper labelled PARALLEL SAFE): a worker's locks are not its leader's.
+    ParallelMode {
+        function: String,
+    },
+    /// A text argument longer than the limit for what it names (an owner, a lease's key).
+    ValueTooLong {
+        function: &'static str,
+        argument: &'static str,
+        limit: usize,
     },
     /// The token sequence was made UNLOGGED: after a crash it would restart and repeat tokens.
     UnloggedTokenSequence,
@@ -139,11 +157,14 @@ impl FencedError {
             FencedError::ScopeConflict { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::HeldForAnotherOwner { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::UndefinedColumn { .. } => ERRCODE_UNDEFINED_COLUMN,
-            FencedError::FenceColumnNotInteger { .. } => ERRCODE_DATATYPE_MISMATCH,
+            FencedError::FenceColumnNotBigint { .. } => ERRCODE_DATATYPE_MISMATCH,
             FencedError::NotATable { .. } => ERRCODE_WRONG_OBJECT_TYPE,
             FencedError::NoSuchRow { .. } => ERRCODE_NO_DATA_FOUND,
             FencedError::UndefinedTable { .. } => ERRCODE_UNDEFINED_TABLE,
             FencedError::RowNotUpdatable { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
+            FencedError::RowSkippedByTrigger { .. } => ERRCODE_TRIGGERED_ACTION_EXCEPTION,
+            FencedError::ParallelMode { .. } => ERRCODE_INVALID_TRANSACTION_STATE,
+            FencedError::ValueTooLong { .. } => ERRCODE_STRING_DATA_RIGHT_TRUNCATION,
             FencedError::UnloggedTokenSequence => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::Internal { .. } => ERRCODE_INTERNAL_ERROR,
             FencedError::TriggerMisuse { .. } => ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
@@ -186,13 +207,12 @@ impl FencedError {
             FencedError::UndefinedColumn { table, column } => {
                 format!("column \"{column}\" of relation {table} does not exist")
             }
-            FencedError::FenceColumnNotInteger {
+            FencedError::FenceColumnNotBigint {
                 table,
                 column,
                 type_name,
             } => format!(
-                "fence column \"{column}\" of relation {table} has type {type_name}, not an \
-                 integer type"
+                "fence column \"{column}\" of relation {table} has type {type_name}, not bigint"
             ),
             FencedError::NotATable { table } => format!("{table} is not a table"),
             FencedError::NoSuchRow {
@@ -207,6 +227,17 @@ impl FencedError {
                 "fenced_update: row-level security on {table} does not let this role update the \
                  row with key {key}"
             ),
+            FencedError::RowSkippedByTrigger { table, key } => format!(
+                "fenced_update: a BEFORE UPDATE trigger on {table} skipped the row with key {key}"
+            ),
+            FencedError::ParallelMode { function } => {
+                format!("{function} cannot run during a parallel operation")
+            }
+            FencedError::ValueTooLong {
+                function,
+                argument,
+                limit,
+            } => format!("{function}: \"{argument}\" must be at most {limit} bytes long"),
             FencedError::UnloggedTokenSequence => {
                 "the token sequence of fenced_lock is UNLOGGED: tokens would repeat after a crash"
                     .into()
@@ -243,6 +274,21 @@ impl FencedError {
                  UPDATE policy of the table admits it; nothing was written."
                     .into(),
             ),
+            FencedError::RowSkippedByTrigger { .. } => Some(
+                "The row's fence does not refuse the token, but a trigger returned NULL for the \
+                 row: nothing was written."
+                    .into(),
+            ),
+            FencedError::ParallelMode { .. } => Some(
+                "A parallel worker's locks are not its leader's: a lock taken there would not \
+                 exclude anyone once the worker exits, and a token drawn there would be nobody's."
+                    .into(),
+            ),
+            FencedError::FenceColumnNotBigint { .. } => Some(
+                "Tokens are bigint: they pass 2^31 after about a day at 25,000 grants a second, \
+                 or after three failovers."
+                    .into(),
+            ),
             FencedError::TokenNotReplicated => Some(
                 "The wait for synchronous replication was cancelled before the standby confirmed \
                  the token, so a failover could issue it again; it was not returned."
@@ -263,7 +309,9 @@ impl FencedError {
                 "Use try_acquire_fenced to skip a busy key without an error, or wait longer."
             }
             FencedError::ExtensionObjectMissing { .. } => {
-                "Drop and create the extension fenced_lock again."
+                "Restore it from a dump of this database. Re-creating the extension needs DROP \
+                 EXTENSION fenced_lock CASCADE, which also drops every enforce_fence trigger: \
+                 see \"Repairing an installation\" in the README."
             }
             FencedError::TokenNotReplicated => {
                 "Retry the transaction once the synchronous standby is reachable."
@@ -283,8 +331,18 @@ impl FencedError {
             FencedError::UnloggedTokenSequence => {
                 "Run ALTER SEQUENCE fencing_token_seq SET LOGGED as the extension's owner."
             }
-            FencedError::FenceColumnNotInteger { .. } => {
-                "The fence column must be smallint, integer or bigint."
+            FencedError::FenceColumnNotBigint { table, column, .. } => {
+                return Some(format!(
+                    "ALTER TABLE {table} ALTER COLUMN {} TYPE bigint;",
+                    quote_identifier(column)
+                ))
+            }
+            FencedError::ParallelMode { .. } => {
+                "Call it from a function marked PARALLEL UNSAFE (the default), not from one \
+                 marked PARALLEL SAFE or RESTRICTED."
+            }
+            FencedError::ValueTooLong { .. } => {
+                "An owner or a key is an identifier: use a shorter one (a UUID, a host and PID)."
             }
             FencedError::UnknownNamespace { .. } => {
                 "Register it first: SELECT register_namespace('name');"
@@ -314,6 +372,14 @@ impl FencedError {
         report.report(PgLogLevel::ERROR);
         unreachable!("an ERROR does not return")
     }
+}
+
+/// `name` quoted as an SQL identifier where it needs quotes.
+fn quote_identifier(name: &str) -> String {
+    let name = std::ffi::CString::new(name.replace('\0', "")).expect("NULs removed");
+    unsafe { std::ffi::CStr::from_ptr(pg_sys::quote_identifier(name.as_ptr())) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// From _PG_init. pgrx appends a captured Rust backtrace to the DETAIL of every PostgreSQL
@@ -384,6 +450,18 @@ pub fn warn_not_held(key: LockKey, held_by_transaction: bool) {
     .set_detail(detail)
     .set_hint(POOLER_HINT)
     .report(PgLogLevel::WARNING);
+}
+
+/// A parallel worker (or its leader, during a parallel operation) neither locks, unlocks nor
+/// draws a token (25000): only a wrapper labelled PARALLEL SAFE gets a fenced_lock function
+/// there, and a worker's locks are not the session's.
+pub fn refuse_in_parallel_mode(function: &str) {
+    if unsafe { pg_sys::IsInParallelMode() } {
+        FencedError::ParallelMode {
+            function: function.to_string(),
+        }
+        .raise();
+    }
 }
 
 /// A transaction-scoped lock taken in autocommit mode ends with its statement: an ERROR

@@ -10,7 +10,7 @@
 //! recorded: only it, or a member, renews or releases). A waiting acquire sleeps on a
 //! condition variable that releases broadcast (when preloaded), or until the holder's expiry.
 
-use crate::errors::{FencedError, OrRaise};
+use crate::errors::{refuse_in_parallel_mode, FencedError, OrRaise};
 use crate::locking::key_forms;
 use crate::shmem::Part;
 use crate::spi::{self, SavedPlan};
@@ -28,6 +28,25 @@ const WAKEUP_CHANNELS: usize = 64;
 /// Without the shared condition variables (not preloaded), a waiting acquire looks again this
 /// often (ms), besides at the holder's expiry.
 const UNPRELOADED_RECHECK_MS: i64 = 100;
+
+/// A waiting acquire looks again at least this often (ms) even when preloaded: a release
+/// committed by COMMIT PREPARED, in another session, broadcasts nothing.
+const RECHECK_MS: i64 = 1000;
+
+/// A waiting acquire that found the lease row locked by another open transaction (which is
+/// taking, renewing or releasing it) looks again this often (ms): row locks are not waited
+/// for, so that no acquire waits past its `wait`.
+const ROW_LOCKED_RECHECK_MS: i64 = 10;
+
+/// Released leases, and leases expired longer ago than this, are deleted by later first
+/// leases of other keys (`sweep`), so that the table does not grow without bound.
+const RETENTION: &str = "1 hour";
+
+/// Table pages each first lease of a key sweeps for such rows: more than the one row it adds.
+const SWEEP_PAGES: u32 = 2;
+
+/// The longest key text a lease keeps (bytes); owners are bounded by `locking::owner_argument`.
+const MAX_KEY_BYTES: usize = crate::locking::MAX_IDENTIFIER_BYTES;
 
 static mut WAKEUPS: *mut pg_sys::ConditionVariable = std::ptr::null_mut();
 
@@ -70,7 +89,14 @@ unsafe extern "C-unwind" fn on_transaction_end(
 ) {
     use pg_sys::XactEvent::*;
     let committed = matches!(event, XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT);
-    if committed || matches!(event, XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT) {
+    // A prepared transaction's releases are committed later by COMMIT PREPARED, perhaps in
+    // another session, which broadcasts nothing: waiters look again within RECHECK_MS. Its
+    // wakeups must not go to this session's next commit.
+    let ended = matches!(
+        event,
+        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT | XACT_EVENT_PREPARE
+    );
+    if committed || ended {
         let released = RELEASED_CHANNELS.with_borrow_mut(std::mem::take);
         if committed {
             let mut released = released;
@@ -100,7 +126,7 @@ struct Statements {
     extend: SavedPlan,
     /// Gives the lease to a new holder.
     take: SavedPlan,
-    /// Microseconds until the holder's expiry.
+    /// Microseconds until the holder's expiry (0 for a released lease): a row that exists.
     expires_in: SavedPlan,
     /// The first lease of a key: its token, or no row when a concurrent first lease won.
     insert: SavedPlan,
@@ -108,6 +134,8 @@ struct Statements {
     renew: SavedPlan,
     /// Releases the lease held with a token by a role.
     release: SavedPlan,
+    /// Deletes released and long-expired leases on a range of table pages.
+    sweep: SavedPlan,
 }
 
 const QUALIFIED_HOLDER_CHECK: &str = "(holder OPERATOR(pg_catalog.=) $4 \
@@ -116,6 +144,13 @@ const QUALIFIED_HOLDER_CHECK: &str = "(holder OPERATOR(pg_catalog.=) $4 \
 impl Statements {
     fn prepare(table: &str) -> Statements {
         use pg_sys::{INT4OID, INT8OID, INTERVALOID, REGROLEOID, TEXTOID};
+        // The row lock, taken without waiting: SKIP LOCKED where a locked row reads as busy,
+        // NOWAIT (55P03) where the caller must hear that it could not look.
+        let locked_row_nowait = format!(
+            "t.ctid OPERATOR(pg_catalog.=) (SELECT l.ctid FROM {table} l \
+              WHERE l.ns OPERATOR(pg_catalog.=) $1 AND l.id OPERATOR(pg_catalog.=) $2 \
+              FOR UPDATE NOWAIT)"
+        );
         let key = "ns OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2";
         let now = "pg_catalog.clock_timestamp()";
         // One reading of the clock for every timestamp a statement writes.
@@ -129,7 +164,7 @@ impl Statements {
                        FROM {table} WHERE {key} \
                         AND (owner IS NULL OR expires_at OPERATOR(pg_catalog.<=) {now} \
                              OR (owner OPERATOR(pg_catalog.=) $3 AND {holder})) \
-                        FOR UPDATE"
+                        FOR UPDATE SKIP LOCKED"
                 ),
                 &[INT4OID, INT4OID, TEXTOID, REGROLEOID],
             ),
@@ -152,8 +187,9 @@ impl Statements {
             ),
             expires_in: spi::prepare(
                 &format!(
-                    "SELECT (pg_catalog.date_part('epoch', expires_at OPERATOR(pg_catalog.-) {now}) \
-                             OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8 \
+                    "SELECT COALESCE((pg_catalog.date_part('epoch', \
+                             expires_at OPERATOR(pg_catalog.-) {now}) \
+                             OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8, 0) \
                        FROM {table} WHERE {key}"
                 ),
                 &[INT4OID, INT4OID],
@@ -170,22 +206,36 @@ impl Statements {
             ),
             renew: spi::prepare(
                 &format!(
-                    "UPDATE {table} SET renewed_at = clock.now, \
+                    "UPDATE {table} AS t SET renewed_at = clock.now, \
                             expires_at = clock.now OPERATOR(pg_catalog.+) $5 \
                        FROM {clock} \
                       WHERE {key} AND token OPERATOR(pg_catalog.=) $3 AND owner IS NOT NULL \
-                        AND {holder} RETURNING expires_at"
+                        AND {holder} AND {locked_row_nowait} RETURNING expires_at"
                 ),
                 &[INT4OID, INT4OID, INT8OID, REGROLEOID, INTERVALOID],
             ),
             release: spi::prepare(
                 &format!(
-                    "UPDATE {table} SET owner = NULL, holder = NULL, renewed_at = NULL, \
+                    "UPDATE {table} AS t SET owner = NULL, holder = NULL, renewed_at = NULL, \
                             expires_at = NULL \
                       WHERE {key} AND token OPERATOR(pg_catalog.=) $3 AND owner IS NOT NULL \
-                        AND {holder}"
+                        AND {holder} AND {locked_row_nowait}"
                 ),
                 &[INT4OID, INT4OID, INT8OID, REGROLEOID],
+            ),
+            sweep: spi::prepare(
+                &format!(
+                    "DELETE FROM {table} WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY( \
+                     SELECT ctid FROM {table} \
+                      WHERE ctid OPERATOR(pg_catalog.>=) \
+                                pg_catalog.format('(%s,0)', $1)::pg_catalog.tid \
+                        AND ctid OPERATOR(pg_catalog.<) \
+                                pg_catalog.format('(%s,0)', $2)::pg_catalog.tid \
+                        AND (owner IS NULL OR expires_at OPERATOR(pg_catalog.<) \
+                             ({now} OPERATOR(pg_catalog.-) '{RETENTION}'::pg_catalog.interval)) \
+                        FOR UPDATE SKIP LOCKED))"
+                ),
+                &[INT8OID, INT8OID],
             ),
         }
     }
@@ -199,6 +249,7 @@ impl Statements {
             self.insert,
             self.renew,
             self.release,
+            self.sweep,
         ]
         .into_iter()
         .for_each(SavedPlan::free);
@@ -304,11 +355,18 @@ fn attempt(
         }
         statements.expires_in.execute(&[ns, id]);
         if let Some(expires_in_us) = first::<i64>() {
+            // Held by another owner, or locked by another open transaction (a row that
+            // `takeable` skipped; 0 or less: look again soon).
             return Seen::Held { expires_in_us };
         }
-        // No row: the key was never leased. Rows are never deleted, so no earlier holder of
-        // this key can have a larger token than one drawn now. A concurrent first lease wins
-        // the insert; then look again.
+        // No row: the key was never leased, or its row was swept. A first lease being written
+        // by another open transaction would make the insert wait for it: that one holds the
+        // key's insert lock until it ends, and then the lease reads as busy.
+        if !lock_first_lease(keyed.key) {
+            return Seen::Held { expires_in_us: 0 };
+        }
+        sweep(statements, fcinfo);
+        // Tokens only rise: one drawn now is above every earlier holder's, swept rows' too.
         let token = tokens::next_token(fcinfo);
         statements
             .insert
@@ -317,6 +375,51 @@ fn attempt(
             return Seen::Granted(token);
         }
     }
+}
+
+/// The transaction-level lock that orders the first leases of `key` (an advisory lock tag of
+/// its own: objsubid 3 in pg_locks), taken without waiting: false when another open
+/// transaction is writing the key's first lease.
+fn lock_first_lease(key: LockKey) -> bool {
+    let tag = pg_sys::LOCKTAG {
+        locktag_field4: 3,
+        ..key.locktag()
+    };
+    unsafe {
+        pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as _, false, true)
+            != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+    }
+}
+
+thread_local! {
+    /// The table page this backend's next sweep starts at (backends start at different pages).
+    static NEXT_SWEEP_PAGE: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+}
+
+/// Deletes the released and long-expired (RETENTION) leases on the next SWEEP_PAGES pages of
+/// the table, skipping rows that other transactions have locked. Each first lease of a key
+/// sweeps more pages than the one row it adds, so dead rows cannot pile up, and no
+/// background worker is needed.
+fn sweep(statements: &Statements, fcinfo: pg_sys::FunctionCallInfo) {
+    let pages = unsafe {
+        let relation = pg_sys::relation_open(
+            extension::relation(fcinfo, LEASE_TABLE),
+            pg_sys::AccessShareLock as _,
+        );
+        let pages =
+            pg_sys::RelationGetNumberOfBlocksInFork(relation, pg_sys::ForkNumber::MAIN_FORKNUM);
+        pg_sys::relation_close(relation, pg_sys::AccessShareLock as _);
+        pages
+    };
+    if pages == 0 {
+        return;
+    }
+    let start = NEXT_SWEEP_PAGE.get().unwrap_or(unsafe { pg_sys::MyProcPid } as u32) % pages;
+    NEXT_SWEEP_PAGE.set(Some(start + SWEEP_PAGES));
+    let end = start as i64 + SWEEP_PAGES as i64;
+    statements
+        .sweep
+        .execute(&[(start as i64).into_datum(), end.into_datum()]);
 }
 
 /// Acquires the lease, waiting up to `wait` (None: not at all); the token or None.
@@ -328,9 +431,18 @@ fn acquire(
     ttl: Option<Interval>,
     wait: Option<Interval>,
 ) -> Option<i64> {
-    let owner = required(owner, function, "owner").or_raise();
+    let owner = crate::locking::owner_argument(owner, function);
+    if keyed.label.as_ref().is_some_and(|key| key.len() > MAX_KEY_BYTES) {
+        FencedError::ValueTooLong {
+            function,
+            argument: "key",
+            limit: MAX_KEY_BYTES,
+        }
+        .raise();
+    }
     let ttl = positive(ttl, function, "ttl");
     crate::locking::refuse_on_hot_standby();
+    refuse_in_parallel_mode(function);
     let now = || unsafe { pg_sys::GetCurrentTimestamp() };
     let deadline =
         wait.map(|wait| now().saturating_add(wait.as_micros().clamp(0, i64::MAX as i128) as i64));
@@ -361,9 +473,14 @@ fn acquire(
             }
             return None;
         }
-        // Until the holder's expiry (then the lease can be taken over) or the deadline,
-        // whichever is first; a release wakes the sleeper earlier.
-        let mut sleep_ms = (left_us.min(expires_in_us.max(0)) + 999) / 1000;
+        // Until the holder's expiry (then the lease can be taken over), the deadline or
+        // RECHECK_MS, whichever is first; a release wakes the sleeper earlier. A row locked by
+        // another open transaction is looked at again soon.
+        let until_expiry_ms = match expires_in_us {
+            1.. => (expires_in_us + 999) / 1000,
+            _ => ROW_LOCKED_RECHECK_MS,
+        };
+        let mut sleep_ms = ((left_us + 999) / 1000).min(until_expiry_ms).min(RECHECK_MS);
         match channel {
             Some(channel) => unsafe {
                 pg_sys::ConditionVariableTimedSleep(
@@ -430,6 +547,7 @@ key_forms! {
     |fcinfo, function, keyed| {
         let token = required(token, function, "token").or_raise();
         let ttl = positive(ttl, function, "ttl");
+        refuse_in_parallel_mode(function);
         let key = keyed.key;
         as_table_owner(fcinfo, |statements, role| {
             statements.renew.execute(&[
@@ -454,6 +572,7 @@ key_forms! {
     returns: bool,
     |fcinfo, function, keyed| {
         let token = required(token, function, "token").or_raise();
+        refuse_in_parallel_mode(function);
         let key = keyed.key;
         let released = as_table_owner(fcinfo, |statements, role| {
             statements.release.execute(&[

@@ -4,7 +4,7 @@
 //! larger one. This module holds the transaction-scoped SQL functions; `leases` the
 //! session-scoped ones.
 
-use crate::errors::{outside_transaction_block, FencedError, OrRaise};
+use crate::errors::{outside_transaction_block, refuse_in_parallel_mode, FencedError, OrRaise};
 use crate::grants;
 use crate::settings::{self, OutsideTransaction};
 use crate::types::{required, LockKey, Scope};
@@ -60,6 +60,25 @@ impl Keyed {
         let key = required(key, function, "key").or_raise();
         Keyed::named(fcinfo, function, namespace, Some(&key.to_string()))
     }
+}
+
+/// The longest owner (and lease key text) accepted, in bytes: identifiers, stored in the
+/// grants table and the lease table, which no role may fill with text of any length.
+pub(crate) const MAX_IDENTIFIER_BYTES: usize = 256;
+
+/// The `owner` argument of `function`: required (22004), at most MAX_IDENTIFIER_BYTES long
+/// (22001).
+pub(crate) fn owner_argument<'a>(owner: Option<&'a str>, function: &'static str) -> &'a str {
+    let owner = required(owner, function, "owner").or_raise();
+    if owner.len() > MAX_IDENTIFIER_BYTES {
+        FencedError::ValueTooLong {
+            function,
+            argument: "owner",
+            limit: MAX_IDENTIFIER_BYTES,
+        }
+        .raise();
+    }
+    owner
 }
 
 /// How long an acquisition may wait for the key.
@@ -164,6 +183,7 @@ fn acquire(
     let scope = grant.scope();
     let key = keyed.key;
     refuse_on_hot_standby();
+    refuse_in_parallel_mode(function);
     // An implicit block (several statements in one simple query) counts as a block.
     if scope == Scope::Transaction && !unsafe { pg_sys::IsTransactionBlock() } {
         match settings::outside_transaction() {
@@ -198,7 +218,18 @@ fn acquire(
         (Some((held, _)), _) => FencedError::ScopeConflict { key, held }.raise(),
         (None, _) => {}
     }
+    // Taken before the key's lock: were the lock table full, the error would leave nothing
+    // behind (a session lock on the key would outlive the error, without a grant).
+    let sentinel = session_sentinel();
+    let take_sentinel = scope == Scope::Session && !held_by_me(&sentinel);
+    if take_sentinel {
+        // Nobody else ever asks for this tag: granted at once.
+        unsafe { pg_sys::LockAcquire(&sentinel, pg_sys::ExclusiveLock as _, true, true) };
+    }
     if !lock(key, wait, scope) {
+        if take_sentinel {
+            unsafe { pg_sys::LockRelease(&sentinel, pg_sys::ExclusiveLock as _, true) };
+        }
         return None;
     }
     // Drawn after the grant: a later holder of any key is granted, and so draws, later. A
@@ -213,13 +244,6 @@ fn acquire(
             })
             .execute(),
     };
-    if scope == Scope::Session {
-        let sentinel = session_sentinel();
-        if !held_by_me(&sentinel) {
-            // Nobody else ever asks for this tag: granted at once.
-            unsafe { pg_sys::LockAcquire(&sentinel, pg_sys::ExclusiveLock as _, true, true) };
-        }
-    }
     grants::remember(key, keyed.label.as_deref(), grant.owner(), token, scope);
     Some(token)
 }

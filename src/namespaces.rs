@@ -93,6 +93,9 @@ fn register_namespace(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> i32 {
     let name = required(name, "register_namespace", "name").or_raise();
+    // PostgreSQL's own 25006 in a read-only transaction and on a hot standby, before SPI
+    // would try to assign a transaction id there (XX000).
+    unsafe { pg_sys::PreventCommandIfReadOnly(c"register_namespace()".as_ptr()) };
     let table = extension::qualified(fcinfo, c"fenced_namespaces");
     Spi::connect_mut(|client| {
         let by_name: Option<i32> = scalar(

@@ -5,10 +5,10 @@
 //! taken for: a server session behind a pooler serves many clients (`leases` has locks that
 //! work there).
 
-use crate::errors::{warn_held_for_another_owner, warn_not_held, OrRaise};
+use crate::errors::{refuse_in_parallel_mode, warn_held_for_another_owner, warn_not_held, OrRaise};
 use crate::grants;
 use crate::locking::{current_grant, held_by_me, key_forms, try_acquire, Grant};
-use crate::types::{required, LockKey, Scope};
+use crate::types::{LockKey, Scope};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -52,7 +52,7 @@ crate::locking::acquire_functions! {
 // back. The waiting forms have a name of their own: beside `timeout interval`, a third `text`
 // argument would catch a driver's untyped call meant for the timeout.
 crate::locking::acquire_functions! {
-    grant: |function| Grant::Session { owner: Some(required(owner, function, "owner").or_raise()) },
+    grant: |function| Grant::Session { owner: Some(crate::locking::owner_argument(owner, function)) },
     arguments: (owner: Option<&str>),
     wait: ["acquire_fenced_session_owned", "acquire_fenced_session_owned_named",
            "acquire_fenced_session_owned_named_bigint"]
@@ -84,14 +84,15 @@ key_forms! {
     arguments: (owner: Option<&str>),
     returns: Option<i64>,
     |fcinfo, function, keyed| {
-        let owner = Some(required(owner, function, "owner").or_raise());
+        let owner = Some(crate::locking::owner_argument(owner, function));
         try_acquire(fcinfo, function, keyed, Grant::Session { owner })
     },
 }
 
 /// Releases this session's grant on `key` if it was taken for `owner`: true, or false with a
 /// WARNING when this session does not hold it at session scope, or holds it for another owner.
-fn release_for(key: LockKey, owner: Option<&str>) -> bool {
+fn release_for(function: &str, key: LockKey, owner: Option<&str>) -> bool {
+    refuse_in_parallel_mode(function);
     match current_grant(key) {
         Some((Scope::Session, _)) => {
             let held_for = grants::session_owner(key);
@@ -118,7 +119,7 @@ key_forms! {
     attributes: [volatile, parallel_unsafe],
     arguments: (),
     returns: bool,
-    |_fcinfo, _function, keyed| release_for(keyed.key, None),
+    |_fcinfo, function, keyed| release_for(function, keyed.key, None),
 }
 
 key_forms! {
@@ -128,13 +129,14 @@ key_forms! {
     arguments: (owner: Option<&str>),
     returns: bool,
     |_fcinfo, function, keyed| {
-        release_for(keyed.key, Some(required(owner, function, "owner").or_raise()))
+        release_for(function, keyed.key, Some(crate::locking::owner_argument(owner, function)))
     },
 }
 
 /// Releases every session-scoped fenced lock of this session; how many.
 #[pg_extern(volatile, parallel_unsafe)]
 fn release_all_fenced() -> i32 {
+    refuse_in_parallel_mode("release_all_fenced");
     let still_held: Vec<LockKey> = grants::forget_all_sessions()
         .into_iter()
         .filter(|key| held_by_me(&key.locktag()))
@@ -143,15 +145,19 @@ fn release_all_fenced() -> i32 {
     still_held.len() as i32
 }
 
-// The token this session holds for the key, at either scope, or NULL. Parallel restricted:
-// a worker process has no grants of its own.
+// The token this session holds for the key, at either scope, or NULL. Parallel restricted,
+// and refused during a parallel operation: a worker process has no grants of its own, and a
+// NULL there would be a lie.
 key_forms! {
     names: ["current_fence", "current_fence_named", "current_fence_named_bigint"],
     rust: [current_fence, current_fence_named, current_fence_named_bigint],
     attributes: [volatile, parallel_restricted],
     arguments: (),
     returns: Option<i64>,
-    |_fcinfo, _function, keyed| current_grant(keyed.key).map(|(_, token)| token),
+    |_fcinfo, function, keyed| {
+        refuse_in_parallel_mode(function);
+        current_grant(keyed.key).map(|(_, token)| token)
+    },
 }
 
 /// pid, application_name, client_addr, term, since, owner.

@@ -65,11 +65,6 @@ impl LwLockGuard {
         unsafe { pg_sys::LWLockAcquire(lock, mode) };
         LwLockGuard(lock)
     }
-
-    /// Takes charge of a lock this backend already holds (LWLockConditionalAcquire).
-    pub fn adopt(lock: *mut pg_sys::LWLock) -> LwLockGuard {
-        LwLockGuard(lock)
-    }
 }
 
 impl Drop for LwLockGuard {

@@ -19,7 +19,7 @@
 //! below the timeline's start, nothing was drawn on this timeline yet.
 
 use crate::allocator::{self, Reserved};
-use crate::errors::FencedError;
+use crate::errors::{refuse_in_parallel_mode, FencedError};
 use crate::{extension, settings};
 use pgrx::pg_sys;
 use std::cell::Cell;
@@ -48,13 +48,17 @@ struct TimeLineHistoryEntry {
 /// Draws the next token. `fcinfo` is the calling SQL function's, whose schema is the
 /// extension's schema.
 pub fn next_token(fcinfo: pg_sys::FunctionCallInfo) -> i64 {
+    // The net under every caller's own check (locking::refuse_in_parallel_mode): nextval
+    // refuses in parallel mode, but a block's counter would not.
+    if unsafe { pg_sys::IsInParallelMode() } {
+        let name = unsafe { pg_sys::get_func_name((*(*fcinfo).flinfo).fn_oid) };
+        refuse_in_parallel_mode(&unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy());
+    }
     let sequence = extension::objects(fcinfo).token_sequence;
     // A token is a write to the sequence, whether or not this one comes from a block:
     // PostgreSQL's own 25006 in a read-only transaction, as nextval raises it.
     unsafe { pg_sys::PreventCommandIfReadOnly(c"nextval()".as_ptr()) };
-    let page_lsn = || sequence_page_lsn(sequence);
-    let reserve = || reserve(sequence, settings::token_block());
-    if let Some(token) = allocator::take(sequence, page_lsn, reserve) {
+    if let Some(token) = allocator::take(sequence, &TokenSequence(sequence)) {
         return token;
     }
     skip_forward_on_new_timeline(sequence);
@@ -90,18 +94,71 @@ fn make_durable(lsn: pg_sys::XLogRecPtr) {
     wait_for_synchronous_standbys(lsn);
 }
 
-/// Reserves the next `count` tokens for the allocator, durable before they are handed out.
-fn reserve(sequence: pg_sys::Oid, count: i64) -> Reserved {
-    let skip = match on_new_timeline(sequence) {
-        true => settings::failover_skip(),
-        false => 0,
+/// The token sequence as the shared allocator reaches it.
+struct TokenSequence(pg_sys::Oid);
+
+impl allocator::Sequence for TokenSequence {
+    fn page_lsn(&self) -> u64 {
+        sequence_page_lsn(self.0)
+    }
+
+    fn exclusively<R>(&self, work: impl FnOnce() -> R) -> R {
+        exclusively(self.0, work)
+    }
+
+    /// The next `token_block` tokens, durable before they are handed out.
+    fn reserve(&self) -> Reserved {
+        let sequence = self.0;
+        let skip = match on_new_timeline(sequence) {
+            true => settings::failover_skip(),
+            false => 0,
+        };
+        let start = nextval(sequence) + skip;
+        let end = start + settings::token_block() - 1;
+        setval(sequence, end);
+        let lsn = sequence_page_lsn(sequence);
+        make_durable(lsn);
+        Reserved { start, end, lsn }
+    }
+}
+
+/// Runs `work` under the sequence's ExclusiveLock, which every nextval and setval waits for
+/// (they take RowExclusiveLock): nothing moves the sequence between `work`'s own nextval and
+/// setval, the owner's setval included. Only this one sequence's users wait for it, in the lock
+/// manager (interruptible, deadlock-checked, under lock_timeout, shown in pg_stat_activity);
+/// an ERROR in `work` releases it at abort.
+fn exclusively<R>(sequence: pg_sys::Oid, work: impl FnOnce() -> R) -> R {
+    let exclusive = pg_sys::ExclusiveLock as pg_sys::LOCKMODE;
+    let row_exclusive = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
+    let row_exclusive_held = holds_relation_lock(sequence, row_exclusive);
+    unsafe { pg_sys::LockRelationOid(sequence, exclusive) };
+    let result = work();
+    // nextval and setval keep a RowExclusiveLock until the transaction ends (sequence.c), and
+    // the next backend's ExclusiveLock would wait for that end: let go of the one they took
+    // here. Until then this ExclusiveLock stood in for it.
+    if !row_exclusive_held && holds_relation_lock(sequence, row_exclusive) {
+        unsafe {
+            let current = pg_sys::CurrentResourceOwner;
+            pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
+            pg_sys::UnlockRelationOid(sequence, row_exclusive);
+            pg_sys::CurrentResourceOwner = current;
+        }
+    }
+    unsafe { pg_sys::UnlockRelationOid(sequence, exclusive) };
+    result
+}
+
+/// Whether this backend holds `relation` (of this database) in exactly `mode`.
+fn holds_relation_lock(relation: pg_sys::Oid, mode: pg_sys::LOCKMODE) -> bool {
+    let tag = pg_sys::LOCKTAG {
+        locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+        locktag_field2: relation.to_u32(),
+        locktag_field3: 0,
+        locktag_field4: 0,
+        locktag_type: pg_sys::LockTagType::LOCKTAG_RELATION as u8,
+        locktag_lockmethodid: pg_sys::DEFAULT_LOCKMETHOD as u8,
     };
-    let start = nextval(sequence) + skip;
-    let end = start + count - 1;
-    setval(sequence, end);
-    let lsn = sequence_page_lsn(sequence);
-    make_durable(lsn);
-    Reserved { start, end, lsn }
+    crate::compat::lock_held_by_me(&tag, mode)
 }
 
 thread_local! {
@@ -117,15 +174,13 @@ fn skip_forward_on_new_timeline(sequence: pg_sys::Oid) {
     }
     let skip = settings::failover_skip();
     if skip > 0 && on_new_timeline(sequence) {
-        // Under the sequence's ExclusiveLock, which every nextval waits for (it takes
-        // RowExclusiveLock): no other backend draws a token between this check and the skip,
-        // and no two backends skip from the same value.
-        let lock = pg_sys::ExclusiveLock as pg_sys::LOCKMODE;
-        unsafe { pg_sys::LockRelationOid(sequence, lock) };
-        if on_new_timeline(sequence) {
-            setval(sequence, nextval(sequence) + skip);
-        }
-        unsafe { pg_sys::UnlockRelationOid(sequence, lock) };
+        // No other backend draws a token between this check and the skip, and no two
+        // backends skip from the same value.
+        exclusively(sequence, || {
+            if on_new_timeline(sequence) {
+                setval(sequence, nextval(sequence) + skip);
+            }
+        });
     }
     TIMELINE_SEEN.set(Some((timeline, sequence)));
 }
@@ -183,27 +238,25 @@ fn sequence_page_lsn(sequence: pg_sys::Oid) -> pg_sys::XLogRecPtr {
     }
 }
 
-/// With synchronous standbys configured, waits until they flushed `lsn` (applied it, when
-/// the session asks for remote_apply), whatever the session's synchronous_commit: any role
-/// may set it to off or local, and a token the standby never received could be issued again
-/// after a failover. A cancelled or interrupted wait returns without confirmation
-/// (PostgreSQL only warns); then no token may be returned.
+/// With synchronous standbys configured, waits until they flushed `lsn`, whatever the
+/// session's synchronous_commit: any role may set it to off or local, and a token the standby
+/// never received could be issued again after a failover. Flushed is what a token needs, and
+/// all that is waited for and checked: with remote_apply, SyncRepWaitForLSN would wait for
+/// replay instead (not less than a flush, but an apply check would then fail whenever replay
+/// lags). A cancelled or interrupted wait returns without confirmation (PostgreSQL only
+/// warns); then no token may be returned.
 fn wait_for_synchronous_standbys(lsn: pg_sys::XLogRecPtr) {
-    use pg_sys::SyncCommitLevel::*;
-    let session_level = unsafe { pg_sys::synchronous_commit } as u32;
-    let mode = match session_level {
-        SYNCHRONOUS_COMMIT_REMOTE_APPLY => pg_sys::SYNC_REP_WAIT_APPLY,
-        _ => pg_sys::SYNC_REP_WAIT_FLUSH,
-    } as usize;
+    let mode = pg_sys::SYNC_REP_WAIT_FLUSH as usize;
     if unsafe { pg_sys::max_wal_senders } == 0 || standbys_confirmed(mode, lsn) {
         return;
     }
-    // SyncRepWaitForLSN waits only as far as synchronous_commit asks (not at all below
-    // remote_write): raise it to `on` (remote flush) for the wait alone.
-    let raise_level = session_level < SYNCHRONOUS_COMMIT_REMOTE_FLUSH;
+    // SyncRepWaitForLSN waits as far as synchronous_commit asks (not at all below
+    // remote_write): `on` (remote flush) for the wait alone.
+    let session_level = unsafe { pg_sys::synchronous_commit } as u32;
+    let set_level = session_level != pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_FLUSH;
     unsafe {
         let nest_level = pg_sys::NewGUCNestLevel();
-        if raise_level {
+        if set_level {
             pg_sys::set_config_option(
                 c"synchronous_commit".as_ptr(),
                 c"on".as_ptr(),

@@ -102,7 +102,8 @@ CREATE SCHEMA decoy;
 CREATE SEQUENCE decoy.fencing_token_seq START 1000000000;
 SET search_path = decoy, public;
 BEGIN;
-SELECT acquire_fenced(1001, 42) < 1000000000 AS ignores_search_path;
+SELECT acquire_fenced(1001, 42) AS from_own_sequence \gset
+SELECT :from_own_sequence > :t5 AS ignores_search_path;
 COMMIT;
 RESET search_path;
 SELECT pg_catalog.nextval('decoy.fencing_token_seq') AS decoy_untouched;

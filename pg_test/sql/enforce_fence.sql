@@ -23,8 +23,8 @@ UPDATE inventory SET fence = NULL WHERE sku = 'pear';
 SELECT fenced_update('inventory', 'apple'::text, 2, '{"stock": 0}', 'sku');
 SELECT * FROM inventory ORDER BY sku;
 
--- The default column is "fence"; other integer types work.
-CREATE TABLE tasks (id int PRIMARY KEY, epoch smallint NOT NULL, fence int NOT NULL);
+-- The default column is "fence"; a table may have several fence columns.
+CREATE TABLE tasks (id int PRIMARY KEY, epoch bigint NOT NULL, fence bigint NOT NULL);
 INSERT INTO tasks VALUES (1, 5, 5);
 CREATE TRIGGER tasks_epoch BEFORE UPDATE ON tasks
     FOR EACH ROW EXECUTE FUNCTION enforce_fence('epoch');
@@ -36,6 +36,21 @@ UPDATE tasks SET fence = 4;
 \echo :LAST_ERROR_SQLSTATE
 UPDATE tasks SET epoch = 6, fence = 6;
 SELECT * FROM tasks;
+
+-- Fence columns are bigint, as tokens are: a smaller integer column is refused (42804) with the
+-- ALTER TABLE that fixes it, before it could overflow (each failover skips 10^9 tokens).
+CREATE TABLE small_fences (id int PRIMARY KEY, fence int NOT NULL, epoch smallint NOT NULL);
+INSERT INTO small_fences VALUES (1, 5, 5);
+CREATE TRIGGER small_fence BEFORE UPDATE ON small_fences
+    FOR EACH ROW EXECUTE FUNCTION enforce_fence();
+UPDATE small_fences SET fence = 6;
+\echo :LAST_ERROR_SQLSTATE
+DROP TRIGGER small_fence ON small_fences;
+CREATE TRIGGER small_epoch BEFORE UPDATE ON small_fences
+    FOR EACH ROW EXECUTE FUNCTION enforce_fence('epoch');
+UPDATE small_fences SET epoch = 6;
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE small_fences;
 
 -- Bad set-up is reported clearly at first use.
 CREATE TABLE misuse (id int PRIMARY KEY, fence text, other int);

@@ -27,8 +27,8 @@ SELECT owner, fence FROM accounts WHERE id = 1;
 SELECT fenced_update('accounts', 2, 3);
 SELECT fenced_update('accounts', 2, 4, '{"owner": null}');
 SELECT owner, fence FROM accounts WHERE id = 2;
--- A smallint fence, a text key and custom column names.
-CREATE TABLE jobs (name text PRIMARY KEY, state text, epoch smallint NOT NULL DEFAULT 0);
+-- A text key and custom column names.
+CREATE TABLE jobs (name text PRIMARY KEY, state text, epoch bigint NOT NULL DEFAULT 0);
 INSERT INTO jobs VALUES ('nightly', 'idle');
 SELECT fenced_update('jobs', 'nightly'::text, 2, '{"state": "running"}', 'name', 'epoch');
 SELECT fenced_update('jobs', 'nightly'::text, 1, '{"state": "stale"}', key_column => 'name',
@@ -73,9 +73,17 @@ SELECT fenced_update('accounts', 42, 10);
 CREATE VIEW accounts_view AS SELECT * FROM accounts;
 SELECT fenced_update('accounts_view', 1, 10);
 \echo :LAST_ERROR_SQLSTATE
--- An int token for an int fence column beyond its range: the cast's own error.
-SELECT fenced_update('jobs', 'nightly'::text, 100000, '{}', 'name', 'epoch');
+-- Fence columns are bigint, as tokens are: smallint and integer ones are refused (42804) with
+-- the ALTER TABLE that fixes them, before a token could overflow them.
+CREATE TABLE small_fences (id int PRIMARY KEY, fence int NOT NULL DEFAULT 0,
+                           epoch smallint NOT NULL DEFAULT 0);
+INSERT INTO small_fences VALUES (1);
+SELECT fenced_update('small_fences', 1, 1);
 \echo :LAST_ERROR_SQLSTATE
+SELECT fenced_update('small_fences', 1, 1, '{}', fence_column => 'epoch');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM small_fences;
+DROP TABLE small_fences;
 -- Nothing changed by the failed calls.
 SELECT id, owner, balance, fence FROM accounts ORDER BY id;
 
@@ -84,7 +92,7 @@ CREATE TABLE "we""ird; table" (
     "the key" int PRIMARY KEY,
     "a""; DROP TABLE accounts; --" text,
     "ünïcødé ✓" text,
-    "fence col" int NOT NULL DEFAULT 0
+    "fence col" bigint NOT NULL DEFAULT 0
 );
 INSERT INTO "we""ird; table" VALUES (1, NULL, NULL);
 SELECT fenced_update('"we""ird; table"', 1, 1,
@@ -107,7 +115,7 @@ ALTER TABLE accounts RENAME TO ledger_accounts;
 SELECT fenced_update('ledger_accounts', 2, 24, '{"holder": "grace"}');
 SELECT holder, fence FROM ledger_accounts WHERE id = 2;
 DROP TABLE jobs;
-CREATE TABLE jobs (name text PRIMARY KEY, state text, epoch int NOT NULL DEFAULT 0);
+CREATE TABLE jobs (name text PRIMARY KEY, state text, epoch bigint NOT NULL DEFAULT 0);
 INSERT INTO jobs VALUES ('nightly', 'idle');
 SELECT fenced_update('jobs', 'nightly'::text, 2, '{"state": "again"}', 'name', 'epoch');
 

@@ -65,11 +65,12 @@ fn name_of(attribute: &pg_sys::FormData_pg_attribute) -> &str {
         .unwrap_or("")
 }
 
-/// The fence column `name` of `relation`: it must exist and hold integers (42703, 42804).
+/// The fence column `name` of `relation`: it must exist and be a bigint, as tokens are
+/// (42703, 42804).
 unsafe fn find_fence_column(relation: pg_sys::Relation, name: &str) -> Column {
     let column = unsafe { find_column(relation, name) };
-    if ![pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&column.type_oid) {
-        FencedError::FenceColumnNotInteger {
+    if column.type_oid != pg_sys::INT8OID {
+        FencedError::FenceColumnNotBigint {
             table: unsafe { relation_display_name(relation) },
             column: name.to_string(),
             type_name: unsafe {
@@ -108,15 +109,6 @@ fn small_memory_context(
 unsafe fn text_bytes<'a>(datum: pg_sys::Datum) -> &'a [u8] {
     unsafe {
         pgrx::varlena::varlena_to_byte_slice(pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr()))
-    }
-}
-
-/// An integer datum of one of the fence column types, widened.
-fn fence_value(datum: pg_sys::Datum, type_oid: pg_sys::Oid) -> i64 {
-    match type_oid {
-        pg_sys::INT2OID => datum.value() as i16 as i64,
-        pg_sys::INT4OID => datum.value() as i32 as i64,
-        _ => datum.value() as i64,
     }
 }
 

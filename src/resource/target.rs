@@ -57,11 +57,17 @@ fn forget(resolved: &mut ResolvedNames) {
 }
 
 /// The table `name` (a text datum) names, locked in `mode`, as a statement naming it would
-/// find and lock it (42P01 if none): when taking the lock processed invalidations (the name
-/// may now mean another table, or none), the lock is let go and the name resolved again.
-pub fn lock_table_named(name: pg_sys::Datum, mode: pg_sys::LOCKMODE) -> pg_sys::Oid {
+/// find and lock it (42P01 if none), once `check` (which may raise an error) has seen it
+/// before the lock: when taking the lock processed invalidations (the name may now mean
+/// another table, or none), the lock is let go and the name resolved again.
+pub fn lock_table_named(
+    name: pg_sys::Datum,
+    mode: pg_sys::LOCKMODE,
+    check: fn(pg_sys::Oid),
+) -> pg_sys::Oid {
     loop {
         let oid = table_oid(name);
+        check(oid);
         let generation = RESOLVED.with_borrow(|resolved| resolved.generation);
         unsafe { pg_sys::LockRelationOid(oid, mode) };
         if RESOLVED.with_borrow(|resolved| resolved.generation) == generation {

@@ -38,7 +38,7 @@ pub fn fire(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError>
         let value_of = |tuple: pg_sys::HeapTuple| {
             let mut is_null = false;
             let datum = pg_sys::SPI_getbinval(tuple, tupdesc, column.attnum as i32, &mut is_null);
-            (!is_null).then(|| super::fence_value(datum, column.type_oid))
+            (!is_null).then_some(datum.value() as i64)
         };
         let new_tuple = (*data).tg_newtuple;
         match (value_of((*data).tg_trigtuple), value_of(new_tuple)) {

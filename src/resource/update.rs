@@ -240,26 +240,29 @@ pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, 
         // fence_of_row reads the fence as int8; NULL (no token yet) would have been written.
         let superseded = SavedPlan::first_value().is_some_and(|fence| fence.value() as i64 > token);
         if !superseded {
-            FencedError::RowNotUpdatable {
-                table: statements.table_name.clone(),
-                key: output_text(id, id_type),
+            let (table, key) = (statements.table_name.clone(), output_text(id, id_type));
+            match row_security_applies(call.table) {
+                true => FencedError::RowNotUpdatable { table, key }.raise(),
+                false => FencedError::RowSkippedByTrigger { table, key }.raise(),
             }
-            .raise()
         }
         false
     });
     Ok(pg_sys::Datum::from(written))
 }
 
-/// The target, locked in RowExclusiveLock: a regclass is the table its OID names (42P01 if it
-/// was dropped); a table name (the text form an untyped driver parameter takes) is looked up
-/// as regclass input would, through search_path.
+/// The target, locked in RowExclusiveLock once the caller was seen to have a right to update
+/// it (before the lock, so that a role with no right cannot hold up the owner's DDL; the
+/// UPDATE checks every right again): a regclass is the table its OID names (42P01 if it was
+/// dropped); a table name (the text form an untyped driver parameter takes) is looked up as
+/// regclass input would, through search_path.
 fn lock_target(fcinfo: pg_sys::FunctionCallInfo, target: pg_sys::Datum) -> pg_sys::Oid {
     let mode = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
     match unsafe { pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 0) } {
-        pg_sys::TEXTOID => target::lock_table_named(target, mode),
+        pg_sys::TEXTOID => target::lock_table_named(target, mode, refuse_without_update_right),
         _ => {
             let table = pg_sys::Oid::from(target.value() as u32);
+            refuse_without_update_right(table);
             unsafe { pg_sys::LockRelationOid(table, mode) };
             if !unsafe { relation_exists(table) } {
                 FencedError::UndefinedTable {
@@ -268,6 +271,39 @@ fn lock_target(fcinfo: pg_sys::FunctionCallInfo, target: pg_sys::Datum) -> pg_sy
                 .raise();
             }
             table
+        }
+    }
+}
+
+/// PostgreSQL's own 42501 unless the current user has USAGE on the table's schema and UPDATE
+/// on the table or on one of its columns. Read from the catalog caches without a lock: a
+/// table that is gone is left to the caller, which finds that out once it holds the lock.
+fn refuse_without_update_right(table: pg_sys::Oid) {
+    let role = unsafe { pg_sys::GetUserId() };
+    let update = pg_sys::ACL_UPDATE as pg_sys::AclMode;
+    unsafe {
+        let namespace = pg_sys::get_rel_namespace(table);
+        if namespace == pg_sys::InvalidOid {
+            return;
+        }
+        if !crate::compat::schema_usage_allowed(namespace, role) {
+            pg_sys::aclcheck_error(
+                pg_sys::AclResult::ACLCHECK_NO_PRIV,
+                pg_sys::ObjectType::OBJECT_SCHEMA,
+                pg_sys::get_namespace_name(namespace),
+            );
+        }
+        let table_right = pg_sys::pg_class_aclcheck(table, role, update);
+        let column_right = || {
+            pg_sys::pg_attribute_aclcheck_all(table, role, update, pg_sys::AclMaskHow::ACLMASK_ANY)
+        };
+        let ok = pg_sys::AclResult::ACLCHECK_OK;
+        if table_right != ok && column_right() != ok {
+            pg_sys::aclcheck_error(
+                pg_sys::AclResult::ACLCHECK_NO_PRIV,
+                pg_sys::get_relkind_objtype(pg_sys::get_rel_relkind(table)),
+                pg_sys::get_rel_name(table),
+            );
         }
     }
 }
@@ -285,6 +321,13 @@ unsafe fn text_argument<'a>(
 unsafe fn argument_datum(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<pg_sys::Datum> {
     let argument = unsafe { *(*fcinfo).args.as_slice((*fcinfo).nargs as usize).get(n)? };
     (!argument.isnull).then_some(argument.value)
+}
+
+/// Whether row-level security applies to the current user's queries on `table`: when it does
+/// not, only a BEFORE UPDATE trigger (or a rule) can have kept a visible row from the UPDATE.
+fn row_security_applies(table: pg_sys::Oid) -> bool {
+    let enabled = pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32;
+    unsafe { pg_sys::check_enable_rls(table, pg_sys::InvalidOid, false) == enabled }
 }
 
 unsafe fn relation_exists(table: pg_sys::Oid) -> bool {
@@ -476,15 +519,17 @@ fn prepare_statements(
     checked: &[Option<pg_sys::Oid>],
     table_name: &str,
 ) -> (SavedPlan, SavedPlan, SavedPlan) {
-    // A text id (what an untyped driver parameter becomes) is read as the key column's type,
-    // as a literal would be: '42' for an integer key, a UUID's text for a uuid key.
-    let key_value = match key.key_type == pg_sys::TEXTOID && key_column.type_oid != pg_sys::TEXTOID
-    {
+    // A text id (what an untyped driver parameter becomes; JDBC's strings are varchar) is
+    // read as the key column's type, as a literal would be: '42' for an integer key, a UUID's
+    // text for a uuid key. As the type itself, without the column's typmod (a varchar(8)
+    // would truncate, a numeric(6,2) round) and as a domain's base type (a literal compares
+    // as that, unchecked): the id matches exactly the rows a literal would.
+    let text_id = [pg_sys::TEXTOID, pg_sys::VARCHAROID].contains(&key.key_type);
+    let key_value = match text_id && key_column.type_oid != pg_sys::TEXTOID {
         true => format!("CAST($1 AS {})", unsafe {
-            CStr::from_ptr(pg_sys::format_type_with_typemod(
+            CStr::from_ptr(pg_sys::format_type_be(pg_sys::getBaseType(
                 key_column.type_oid,
-                key_column.typmod,
-            ))
+            )))
             .to_string_lossy()
         }),
         false => "$1".to_string(),
