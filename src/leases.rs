@@ -183,7 +183,15 @@ impl Statements {
                             expires_at = clock.now OPERATOR(pg_catalog.+) $7 \
                        FROM {clock} WHERE {key}"
                 ),
-                &[INT4OID, INT4OID, TEXTOID, REGROLEOID, INT8OID, TEXTOID, INTERVALOID],
+                &[
+                    INT4OID,
+                    INT4OID,
+                    TEXTOID,
+                    REGROLEOID,
+                    INT8OID,
+                    TEXTOID,
+                    INTERVALOID,
+                ],
             ),
             expires_in: spi::prepare(
                 &format!(
@@ -202,7 +210,15 @@ impl Statements {
                             clock.now OPERATOR(pg_catalog.+) $7 FROM {clock} \
                      ON CONFLICT (ns, id) DO NOTHING RETURNING token"
                 ),
-                &[INT4OID, INT4OID, TEXTOID, REGROLEOID, INT8OID, TEXTOID, INTERVALOID],
+                &[
+                    INT4OID,
+                    INT4OID,
+                    TEXTOID,
+                    REGROLEOID,
+                    INT8OID,
+                    TEXTOID,
+                    INTERVALOID,
+                ],
             ),
             renew: spi::prepare(
                 &format!(
@@ -414,7 +430,10 @@ fn sweep(statements: &Statements, fcinfo: pg_sys::FunctionCallInfo) {
     if pages == 0 {
         return;
     }
-    let start = NEXT_SWEEP_PAGE.get().unwrap_or(unsafe { pg_sys::MyProcPid } as u32) % pages;
+    let start = NEXT_SWEEP_PAGE
+        .get()
+        .unwrap_or(unsafe { pg_sys::MyProcPid } as u32)
+        % pages;
     NEXT_SWEEP_PAGE.set(Some(start + SWEEP_PAGES));
     let end = start as i64 + SWEEP_PAGES as i64;
     statements
@@ -432,7 +451,11 @@ fn acquire(
     wait: Option<Interval>,
 ) -> Option<i64> {
     let owner = crate::locking::owner_argument(owner, function);
-    if keyed.label.as_ref().is_some_and(|key| key.len() > MAX_KEY_BYTES) {
+    if keyed
+        .label
+        .as_ref()
+        .is_some_and(|key| key.len() > MAX_KEY_BYTES)
+    {
         FencedError::ValueTooLong {
             function,
             argument: "key",
@@ -480,7 +503,9 @@ fn acquire(
             1.. => (expires_in_us + 999) / 1000,
             _ => ROW_LOCKED_RECHECK_MS,
         };
-        let mut sleep_ms = ((left_us + 999) / 1000).min(until_expiry_ms).min(RECHECK_MS);
+        let mut sleep_ms = ((left_us + 999) / 1000)
+            .min(until_expiry_ms)
+            .min(RECHECK_MS);
         match channel {
             Some(channel) => unsafe {
                 pg_sys::ConditionVariableTimedSleep(

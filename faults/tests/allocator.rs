@@ -166,18 +166,28 @@ fn remote_apply_waits_for_the_standbys_flush_only() {
     let standby = Server::standby_of(&primary, "allocator-apply-standby", &[]);
     let mut admin = primary.connect("postgres");
     admin
-        .batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'; SELECT pg_reload_conf()")
+        .batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
         .unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while admin
-        .query("SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'", &[])
+        .query(
+            "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'",
+            &[],
+        )
         .unwrap()
         .is_empty()
     {
-        assert!(Instant::now() < deadline, "the standby did not become synchronous");
+        assert!(
+            Instant::now() < deadline,
+            "the standby did not become synchronous"
+        );
         thread::sleep(Duration::from_millis(100));
     }
     let mut on_standby = standby.connect("postgres");
+    // The owner moves the sequence from a session of its own: with remote_apply, its own
+    // commit would wait for the paused replay (PostgreSQL's rule for any commit that wrote WAL).
+    let mut owner = primary.connect(DATABASE);
     let mut client = primary.connect(DATABASE);
     client
         .batch_execute("BEGIN; SELECT acquire_fenced(7003, 0); COMMIT")
@@ -191,7 +201,7 @@ fn remote_apply_waits_for_the_standbys_flush_only() {
     for round in 1..=5 {
         // The owner's setval makes the next grant reserve a block, which the standby must
         // confirm.
-        client
+        owner
             .batch_execute(
                 "SELECT setval('fencing_token_seq', last_value + 1) FROM fencing_token_seq",
             )
@@ -201,7 +211,9 @@ fn remote_apply_waits_for_the_standbys_flush_only() {
         assert!(
             token.is_ok(),
             "round {round}: {:?}",
-            token.err().and_then(|e| e.as_db_error().map(|d| d.message().to_string()))
+            token
+                .err()
+                .and_then(|e| e.as_db_error().map(|d| d.message().to_string()))
         );
         tx.rollback().unwrap();
     }

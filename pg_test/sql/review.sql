@@ -145,3 +145,26 @@ SELECT fenced_update('guarded', 1, 0, '{"state": "stale"}') AS stale_is_false;
 SELECT * FROM guarded;
 DROP TABLE guarded;
 DROP FUNCTION skip_row;
+
+-- Also checked: a session acquire with room for one more lock in the lock table. The sentinel
+-- lock is taken before the key's, so the failure (53200) leaves the key unlocked; taken after,
+-- the key stayed locked without a grant.
+DO $$
+BEGIN
+    FOR i IN 1..1000000 LOOP
+        PERFORM pg_advisory_lock(7801, i);
+    END LOOP;
+EXCEPTION WHEN out_of_memory THEN
+    NULL;
+END
+$$;
+SELECT pg_advisory_unlock(7801, 1) AS one_slot_free;
+SELECT acquire_fenced_session(7802, 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS key_left_locked FROM pg_locks
+ WHERE locktype = 'advisory' AND classid = 7802 AND pid = pg_backend_pid();
+SELECT pg_advisory_unlock_all();
+SELECT acquire_fenced_session(7802, 1) > 0 AS acquired_once_there_is_room,
+       release_fenced(7802, 1) AS released;
+SELECT count(*) AS locks_left FROM pg_locks
+ WHERE locktype = 'advisory' AND pid = pg_backend_pid();

@@ -35,3 +35,8 @@ SELECT fenced_lock_grants_available() AS preloaded;
 SELECT pg_catalog.pg_advisory_lock(9401, 1);
 SELECT ns, id, granted, token, scope, acquired_at FROM fenced_locks;
 SELECT pg_catalog.pg_advisory_unlock(9401, 1);
+
+-- Registering a namespace is a write: PostgreSQL's own 25006, as for any write here (review of
+-- 0.2.0, item 16: it raised XX000, "cannot assign TransactionIds during recovery").
+SELECT register_namespace('on-the-standby');
+\echo :LAST_ERROR_SQLSTATE
