@@ -156,6 +156,16 @@ impl Statements {
         // One reading of the clock for every timestamp a statement writes.
         let clock = "(SELECT pg_catalog.clock_timestamp() AS now) AS clock";
         let holder = QUALIFIED_HOLDER_CHECK;
+        // The parameters of a new holder's row: key, owner, role, token, key text, TTL.
+        let new_holder = [
+            INT4OID,
+            INT4OID,
+            TEXTOID,
+            REGROLEOID,
+            INT8OID,
+            TEXTOID,
+            INTERVALOID,
+        ];
         Statements {
             takeable: spi::prepare(
                 &format!(
@@ -183,15 +193,7 @@ impl Statements {
                             expires_at = clock.now OPERATOR(pg_catalog.+) $7 \
                        FROM {clock} WHERE {key}"
                 ),
-                &[
-                    INT4OID,
-                    INT4OID,
-                    TEXTOID,
-                    REGROLEOID,
-                    INT8OID,
-                    TEXTOID,
-                    INTERVALOID,
-                ],
+                &new_holder,
             ),
             expires_in: spi::prepare(
                 &format!(
@@ -210,15 +212,7 @@ impl Statements {
                             clock.now OPERATOR(pg_catalog.+) $7 FROM {clock} \
                      ON CONFLICT (ns, id) DO NOTHING RETURNING token"
                 ),
-                &[
-                    INT4OID,
-                    INT4OID,
-                    TEXTOID,
-                    REGROLEOID,
-                    INT8OID,
-                    TEXTOID,
-                    INTERVALOID,
-                ],
+                &new_holder,
             ),
             renew: spi::prepare(
                 &format!(
