@@ -159,8 +159,11 @@ EXCEPTION WHEN out_of_memory THEN
 END
 $$;
 SELECT pg_advisory_unlock(7801, 1) AS one_slot_free;
+-- Terse: PostgreSQL 18 quotes the setting in its HINT.
+\set VERBOSITY terse
 SELECT acquire_fenced_session(7802, 1);
 \echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
 SELECT count(*) AS key_left_locked FROM pg_locks
  WHERE locktype = 'advisory' AND classid = 7802 AND pid = pg_backend_pid();
 SELECT pg_advisory_unlock_all();
