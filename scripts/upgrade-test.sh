@@ -29,13 +29,22 @@ check() {
 common_revoked=("FUNCTION acquire_fenced_session(integer, integer)" "TABLE fenced_locks"
     "FUNCTION current_leader(integer, integer)" "FUNCTION fenced_lock_grants()"
     "FUNCTION fenced_lock_holder(integer, integer)" "FUNCTION become_leader(integer, integer)"
-    "FUNCTION release_fenced(integer, integer)")
+    "FUNCTION release_fenced(integer, integer)" "FUNCTION current_fence(integer, integer)"
+    "FUNCTION release_all_fenced()"
+    "FUNCTION fenced_update(regclass, anyelement, bigint, jsonb, text, text)")
 common_granted=("EXECUTE ON FUNCTION acquire_fenced_session(integer, integer)"
     "SELECT ON TABLE fenced_locks")
 # 0.1.0's text forms, replaced by the named forms in 0.2.0.
 revoked_010=("FUNCTION acquire_fenced(text, text)" "FUNCTION acquire_fenced_session(text, text)")
+# The new forms of those in 0.3.0, from either release.
+derived_revoked=("FUNCTION current_fence(integer, integer, text)" "FUNCTION release_all_fenced(text)"
+    "FUNCTION fenced_update_strict(regclass, anyelement, bigint, jsonb, text, text)")
 # What those become on 0.3.0: the new forms of each, as the upgrade from 0.1.0 derives them.
-derived_revoked_010=("FUNCTION acquire_fenced_session_owned(integer, integer, text)"
+derived_revoked_010=("FUNCTION current_fence_named(text, text)"
+    "FUNCTION current_fence_named_bigint(text, bigint)"
+    "FUNCTION current_fence_named(text, text, text)"
+    "FUNCTION current_fence_named_bigint(text, bigint, text)"
+    "FUNCTION acquire_fenced_session_owned(integer, integer, text)"
     "FUNCTION current_leader_named(text, text)" "FUNCTION current_leader_named_bigint(text, bigint)"
     "FUNCTION fenced_lock_holder_named(text, text)"
     "FUNCTION fenced_lock_holder_named_bigint(text, bigint)"
@@ -91,6 +100,7 @@ for from in 0.1.0 0.2.0; do
     sql "$fresh" -c "CREATE EXTENSION fenced_lock"
     privileges "$fresh" REVOKE ALL FROM PUBLIC "${common_revoked[@]}"
     privileges "$fresh" GRANT "" TO upgrade_auditor "${common_granted[@]}"
+    privileges "$fresh" REVOKE ALL FROM PUBLIC "${derived_revoked[@]}"
     if [ "$from" = 0.1.0 ]; then
         privileges "$fresh" REVOKE ALL FROM PUBLIC "${derived_revoked_010[@]}"
         privileges "$fresh" GRANT "" TO upgrade_auditor "${derived_granted_010[@]}"
@@ -123,6 +133,7 @@ for from in 0.1.0 0.2.0; do
     # The suite expects a database without rows of its own, with the default privileges.
     privileges "$upgraded" GRANT ALL TO PUBLIC "${common_revoked[@]}"
     privileges "$upgraded" REVOKE "" FROM upgrade_auditor "${common_granted[@]}"
+    privileges "$upgraded" GRANT ALL TO PUBLIC "${derived_revoked[@]}"
     if [ "$from" = 0.1.0 ]; then
         privileges "$upgraded" GRANT ALL TO PUBLIC "${derived_revoked_010[@]}"
         privileges "$upgraded" REVOKE "" FROM upgrade_auditor "${derived_granted_010[@]}"

@@ -23,3 +23,165 @@ SELECT pg_catalog.setval('@extschema@.fencing_token_seq',
                ((pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) - 946684800)
                 * 1000000)::bigint))
   FROM @extschema@.fencing_token_seq;
+
+-- The owner rule reaches current_fence and release_all_fenced: behind a pooler another client's
+-- session lock, taken for its owner, is neither shown nor released to a caller that does not
+-- name that owner. These forms name it.
+CREATE  FUNCTION "current_fence"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL RESTRICTED 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'current_fence_owner_wrapper';
+
+CREATE  FUNCTION "current_fence_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL RESTRICTED 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'current_fence_owner_named_wrapper';
+
+CREATE  FUNCTION "current_fence_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL RESTRICTED 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'current_fence_owner_named_bigint_wrapper';
+
+CREATE  FUNCTION "release_all_fenced"(
+	"owner" TEXT /* Option < & str > */
+) RETURNS INT /* i32 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'release_all_fenced_owner_wrapper';
+
+COMMENT ON FUNCTION release_all_fenced() IS
+    'Release every session-scoped fenced lock of this session taken without an owner (with a '
+    'NOTIFY each); how many.';
+
+COMMENT ON FUNCTION release_all_fenced(text) IS
+    'Release every session-scoped fenced lock of this session taken for owner (with a NOTIFY '
+    'each); how many.';
+
+COMMENT ON FUNCTION current_fence(integer, integer) IS
+    'The token of the fenced lock this session holds on (ns, id) at transaction scope, or at '
+    'session scope taken without an owner; else NULL.';
+
+COMMENT ON FUNCTION current_fence(integer, integer, text) IS
+    'The token of the session-scoped fenced lock this session holds on (ns, id) for owner, or '
+    'NULL.';
+
+COMMENT ON FUNCTION current_fence_named(text, text, text) IS
+    'current_fence(ns, id, owner) for the key (registered id of namespace, fenced_key(key)).';
+
+COMMENT ON FUNCTION current_fence_named_bigint(text, bigint, text) IS
+    'current_fence(ns, id, owner) for the key (registered id of namespace, fenced_key(key::text)).';
+
+-- fenced_update_strict: the same four forms, raising SF001 when superseded instead of returning
+-- false (for drivers that return booleans as the strings "t"/"f", both truthy).
+CREATE FUNCTION fenced_update_strict(
+    target regclass,
+    id anyelement,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update_strict';
+
+CREATE FUNCTION fenced_update_strict(
+    target regclass,
+    id text,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update_strict';
+
+CREATE FUNCTION fenced_update_strict(
+    target text,
+    id anyelement,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update_strict';
+
+CREATE FUNCTION fenced_update_strict(
+    target text,
+    id text,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update_strict';
+
+COMMENT ON FUNCTION fenced_update_strict(regclass, anyelement, bigint, jsonb, text, text) IS
+    'fenced_update that raises SF001 when the row carries a higher token instead of returning '
+    'false: for drivers that return booleans as the strings t and f.';
+
+COMMENT ON FUNCTION fenced_update_strict(regclass, text, bigint, jsonb, text, text) IS
+    'fenced_update_strict with a text id, read as the key column''s type.';
+
+COMMENT ON FUNCTION fenced_update_strict(text, anyelement, bigint, jsonb, text, text) IS
+    'fenced_update_strict with the table given by name (looked up through search_path).';
+
+COMMENT ON FUNCTION fenced_update_strict(text, text, bigint, jsonb, text, text) IS
+    'fenced_update_strict with the table given by name and a text id: every parameter untyped.';
+
+-- Each new form gets the privileges of the function it extends (a DBA who revoked
+-- current_fence or fenced_update from PUBLIC did not mean the new forms to be PUBLIC's);
+-- sources with the default privileges leave the new forms at theirs.
+DO $copy_privileges$
+DECLARE
+    copy record;
+    item record;
+BEGIN
+    FOR copy IN
+        SELECT c.target, p.proacl
+          FROM (VALUES
+            ('current_fence(integer, integer, text)', 'current_fence(integer, integer)'),
+            ('current_fence_named(text, text, text)', 'current_fence_named(text, text)'),
+            ('current_fence_named_bigint(text, bigint, text)', 'current_fence_named_bigint(text, bigint)'),
+            ('release_all_fenced(text)', 'release_all_fenced()'),
+            ('fenced_update_strict(regclass, anyelement, bigint, jsonb, text, text)',
+             'fenced_update(regclass, anyelement, bigint, jsonb, text, text)'),
+            ('fenced_update_strict(regclass, text, bigint, jsonb, text, text)',
+             'fenced_update(regclass, text, bigint, jsonb, text, text)'),
+            ('fenced_update_strict(text, anyelement, bigint, jsonb, text, text)',
+             'fenced_update(text, anyelement, bigint, jsonb, text, text)'),
+            ('fenced_update_strict(text, text, bigint, jsonb, text, text)',
+             'fenced_update(text, text, bigint, jsonb, text, text)')
+          ) AS c(target, source)
+          JOIN pg_catalog.pg_proc p
+            ON p.oid OPERATOR(pg_catalog.=) ('@extschema@.' || c.source)::pg_catalog.regprocedure
+         WHERE p.proacl IS NOT NULL
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION @extschema@.%s FROM PUBLIC', copy.target);
+        FOR item IN
+            SELECT a.privilege_type, a.is_grantable,
+                   CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                        ELSE pg_catalog.quote_ident(r.rolname) END AS grantee
+              FROM pg_catalog.aclexplode(copy.proacl) a
+              LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+        LOOP
+            EXECUTE pg_catalog.format('GRANT %s ON FUNCTION @extschema@.%s TO %s%s',
+                                      item.privilege_type, copy.target, item.grantee,
+                                      CASE WHEN item.is_grantable THEN ' WITH GRANT OPTION' END);
+        END LOOP;
+    END LOOP;
+END
+$copy_privileges$;

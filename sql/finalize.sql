@@ -166,6 +166,19 @@ COMMENT ON FUNCTION fenced_update(text, text, bigint, jsonb, text, text) IS
     'fenced_update with the table given by name and a text id: every parameter untyped, as '
     'asyncpg, node-postgres and tokio-postgres send them.';
 
+COMMENT ON FUNCTION fenced_update_strict(regclass, anyelement, bigint, jsonb, text, text) IS
+    'fenced_update that raises SF001 when the row carries a higher token instead of returning '
+    'false: for drivers that return booleans as the strings t and f.';
+
+COMMENT ON FUNCTION fenced_update_strict(regclass, text, bigint, jsonb, text, text) IS
+    'fenced_update_strict with a text id, read as the key column''s type.';
+
+COMMENT ON FUNCTION fenced_update_strict(text, anyelement, bigint, jsonb, text, text) IS
+    'fenced_update_strict with the table given by name (looked up through search_path).';
+
+COMMENT ON FUNCTION fenced_update_strict(text, text, bigint, jsonb, text, text) IS
+    'fenced_update_strict with the table given by name and a text id: every parameter untyped.';
+
 COMMENT ON FUNCTION enforce_fence() IS
     'Trigger function: BEFORE UPDATE ... FOR EACH ROW EXECUTE FUNCTION enforce_fence(''fence'') '
     'refuses, with SQLSTATE SF001, any UPDATE that lowers the fence column or sets it to NULL.';
@@ -238,11 +251,20 @@ COMMENT ON FUNCTION release_fenced(integer, integer) IS
     '''ns:id''. False, with a WARNING, when this session does not hold it.';
 
 COMMENT ON FUNCTION release_all_fenced() IS
-    'Release every session-scoped fenced lock of this session (with a NOTIFY each); how many.';
+    'Release every session-scoped fenced lock of this session taken without an owner (with a '
+    'NOTIFY each); how many.';
+
+COMMENT ON FUNCTION release_all_fenced(text) IS
+    'Release every session-scoped fenced lock of this session taken for owner (with a NOTIFY '
+    'each); how many.';
 
 COMMENT ON FUNCTION current_fence(integer, integer) IS
-    'The token of the fenced lock this session holds on (ns, id), at either scope, or NULL '
-    'when it holds none (never acquired, released, or rolled back).';
+    'The token of the fenced lock this session holds on (ns, id) at transaction scope, or at '
+    'session scope taken without an owner; else NULL.';
+
+COMMENT ON FUNCTION current_fence(integer, integer, text) IS
+    'The token of the session-scoped fenced lock this session holds on (ns, id) for owner, or '
+    'NULL.';
 
 COMMENT ON FUNCTION current_leader(integer, integer) IS
     'The session holding (ns, id): pid, application_name, client_addr, term, since and owner '

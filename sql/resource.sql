@@ -72,3 +72,49 @@ CREATE FUNCTION fenced_update(
 ) RETURNS boolean
     LANGUAGE c VOLATILE PARALLEL UNSAFE
     AS 'MODULE_PATHNAME', 'fenced_update';
+
+-- fenced_update_strict: the same four forms, raising SF001 when superseded instead of returning
+-- false (for drivers that return booleans as the strings "t"/"f", both truthy).
+CREATE FUNCTION fenced_update_strict(
+    target regclass,
+    id anyelement,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update_strict';
+
+CREATE FUNCTION fenced_update_strict(
+    target regclass,
+    id text,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update_strict';
+
+CREATE FUNCTION fenced_update_strict(
+    target text,
+    id anyelement,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update_strict';
+
+CREATE FUNCTION fenced_update_strict(
+    target text,
+    id text,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update_strict';

@@ -93,11 +93,22 @@ pub fn any_session_grant() -> bool {
 
 /// Forgets every session grant; their keys.
 pub fn forget_all_sessions() -> Vec<LockKey> {
+    forget_sessions_where(|_| true)
+}
+
+/// Forgets the session grants taken for `owner` (None: without one); their keys.
+pub fn forget_sessions_of(owner: Option<&str>) -> Vec<LockKey> {
+    forget_sessions_where(|held_for| held_for == owner)
+}
+
+fn forget_sessions_where(forget: impl Fn(Option<&str>) -> bool) -> Vec<LockKey> {
     let forgotten: Vec<(LockKey, Option<u32>)> = GRANTS.with_borrow_mut(|grants| {
-        grants
-            .session
-            .drain()
-            .map(|(key, grant)| (key, grant.slot))
+        let keys: Vec<LockKey> = (grants.session.iter())
+            .filter(|(_, grant)| forget(grant.owner.as_deref()))
+            .map(|(&key, _)| key)
+            .collect();
+        keys.into_iter()
+            .filter_map(|key| Some((key, grants.session.remove(&key)?.slot)))
             .collect()
     });
     shared_grants::withdraw(forgotten.iter().filter_map(|(_, slot)| *slot));

@@ -133,11 +133,11 @@ key_forms! {
     },
 }
 
-/// Releases every session-scoped fenced lock of this session; how many.
-#[pg_extern(volatile, parallel_unsafe)]
-fn release_all_fenced() -> i32 {
-    refuse_in_parallel_mode("release_all_fenced");
-    let still_held: Vec<LockKey> = grants::forget_all_sessions()
+/// Releases this session's session-scoped fenced locks taken for `owner` (None: without one);
+/// how many. Behind a pooler the session may hold other clients' locks, taken for their owners.
+fn release_all_for(function: &str, owner: Option<&str>) -> i32 {
+    refuse_in_parallel_mode(function);
+    let still_held: Vec<LockKey> = grants::forget_sessions_of(owner)
         .into_iter()
         .filter(|key| held_by_me(&key.locktag()))
         .collect();
@@ -145,18 +145,54 @@ fn release_all_fenced() -> i32 {
     still_held.len() as i32
 }
 
-// The token this session holds for the key, at either scope, or NULL. Parallel restricted,
-// and refused during a parallel operation: a worker process has no grants of its own, and a
-// NULL there would be a lie.
+/// Releases every session-scoped fenced lock of this session taken without an owner; how many.
+#[pg_extern(volatile, parallel_unsafe)]
+fn release_all_fenced() -> i32 {
+    release_all_for("release_all_fenced", None)
+}
+
+/// Releases every session-scoped fenced lock of this session taken for `owner`; how many.
+#[pg_extern(name = "release_all_fenced", volatile, parallel_unsafe)]
+fn release_all_fenced_owner(owner: Option<&str>) -> i32 {
+    let owner = crate::locking::owner_argument(owner, "release_all_fenced");
+    release_all_for("release_all_fenced", Some(owner))
+}
+
+/// The token of this session's grant on `key` as `owner` may see it: a transaction grant, or a
+/// session grant taken for that very owner (None: without one). Behind a pooler, a session
+/// lock taken for another client's owner is not this caller's.
+fn fence_for(function: &str, key: LockKey, owner: Option<&str>) -> Option<i64> {
+    refuse_in_parallel_mode(function);
+    match current_grant(key)? {
+        (Scope::Transaction, token) => owner.is_none().then_some(token),
+        (Scope::Session, token) => {
+            (grants::session_owner(key).as_deref() == owner).then_some(token)
+        }
+    }
+}
+
+// The token this session holds for the key: at transaction scope, or at session scope taken
+// without an owner; else NULL. Parallel restricted, and refused during a parallel operation: a
+// worker process has no grants of its own, and a NULL there would be a lie.
 key_forms! {
     names: ["current_fence", "current_fence_named", "current_fence_named_bigint"],
     rust: [current_fence, current_fence_named, current_fence_named_bigint],
     attributes: [volatile, parallel_restricted],
     arguments: (),
     returns: Option<i64>,
+    |_fcinfo, function, keyed| fence_for(function, keyed.key, None),
+}
+
+// The token of this session's session-scoped grant on the key taken for `owner`, or NULL.
+key_forms! {
+    names: ["current_fence", "current_fence_named", "current_fence_named_bigint"],
+    rust: [current_fence_owner, current_fence_owner_named, current_fence_owner_named_bigint],
+    attributes: [volatile, parallel_restricted],
+    arguments: (owner: Option<&str>),
+    returns: Option<i64>,
     |_fcinfo, function, keyed| {
-        refuse_in_parallel_mode(function);
-        current_grant(keyed.key).map(|(_, token)| token)
+        let owner = crate::locking::owner_argument(owner, function);
+        fence_for(function, keyed.key, Some(owner))
     },
 }
 

@@ -19,7 +19,7 @@ SELECT p.proname, p.pronargs, count(*) AS forms
   FROM pg_catalog.pg_proc p
   JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid
  WHERE d.refobjid = (SELECT oid FROM pg_catalog.pg_extension WHERE extname = 'fenced_lock')
-   AND d.deptype = 'e' AND p.proname <> 'fenced_update'
+   AND d.deptype = 'e' AND p.proname NOT IN ('fenced_update', 'fenced_update_strict')
  GROUP BY p.proname, p.pronargs HAVING count(*) > 1;
 SELECT f AS function_without_named_forms
   FROM unnest(ARRAY['acquire_fenced', 'try_acquire_fenced', 'acquire_fenced_session',
@@ -57,6 +57,9 @@ PREPARE n1 AS SELECT acquire_fenced_named($1, $2);
 PREPARE n2 AS SELECT acquire_fenced_named_bigint($1, $2);
 PREPARE n3 AS SELECT acquire_fenced_named($1, $2, $3);
 PREPARE u1 AS SELECT fenced_update($1, $2, $3, $4);
+PREPARE u2 AS SELECT fenced_update_strict($1, $2, $3, $4);
+PREPARE c1 AS SELECT current_fence($1, $2, $3);
+PREPARE c2 AS SELECT release_all_fenced($1);
 SELECT name, parameter_types FROM pg_catalog.pg_prepared_statements ORDER BY name COLLATE "C";
 DEALLOCATE ALL;
 
@@ -127,6 +130,15 @@ EXECUTE u('keyed_int', '1', 4, '{"v": "stale"}');
 EXECUTE u('keyed_int', 'one', 6, '{"v": "bad key"}');
 \echo :LAST_ERROR_SQLSTATE
 DEALLOCATE u;
+-- fenced_update_strict, untyped: written (void), or SF001 when superseded, never a false that
+-- a driver returning "f" could read as true.
+PREPARE s AS SELECT fenced_update_strict($1, $2, $3, $4);
+EXECUTE s('keyed_int', '1', 7, '{"v": "strict"}');
+EXECUTE s('keyed_int', '1', 6, '{"v": "stale strict"}');
+\echo :LAST_ERROR_SQLSTATE
+EXECUTE s('keyed_int', '2', 8, '{"v": "no row"}');
+\echo :LAST_ERROR_SQLSTATE
+DEALLOCATE s;
 SELECT v FROM keyed_int UNION ALL SELECT v FROM keyed_big UNION ALL SELECT v FROM keyed_uuid
 UNION ALL SELECT v FROM keyed_text;
 DROP TABLE keyed_int, keyed_big, keyed_uuid, keyed_text;

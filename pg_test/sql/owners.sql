@@ -28,7 +28,9 @@ SELECT owner, term = :term_a AS term FROM current_leader(7201, 1);
 -- Only the owner releases: B and an ownerless release get false with a WARNING.
 SELECT release_fenced(7201, 1, 'client-b') AS other_owner_released;
 SELECT release_fenced(7201, 1) AS no_owner_released;
-SELECT current_fence(7201, 1) = :term_a AS still_held;
+SELECT current_fence(7201, 1) IS NULL AS hidden_from_an_ownerless_caller,
+       current_fence(7201, 1, 'client-b') IS NULL AS hidden_from_another_owner,
+       current_fence(7201, 1, 'client-a') = :term_a AS still_held_for_its_owner;
 SELECT release_fenced(7201, 1, 'client-a') AS owner_released;
 -- Then B takes it with a new, larger term.
 SELECT become_leader(7201, 1, 'client-b') > :term_a AS b_leads_with_larger_term;
@@ -58,9 +60,42 @@ SELECT acquire_fenced_session_owned(7201, 3, NULL);
 SELECT release_fenced(7201, 3, NULL);
 \echo :LAST_ERROR_SQLSTATE
 
+-- current_fence and release_all_fenced follow the owner rule too: behind a pooler, another
+-- client on this server session neither sees nor frees a lock taken for an owner.
+SELECT become_leader(7201, 5, 'client-a') AS term_5 \gset
+SELECT acquire_fenced_session(7201, 6) AS term_6 \gset
+SELECT current_fence(7201, 5) IS NULL AS owned_hidden_from_ownerless,
+       current_fence(7201, 5, 'client-b') IS NULL AS owned_hidden_from_other_owner,
+       current_fence(7201, 5, 'client-a') = :term_5 AS owned_shown_to_its_owner,
+       current_fence(7201, 6) = :term_6 AS ownerless_shown_to_ownerless,
+       current_fence(7201, 6, 'client-a') IS NULL AS ownerless_hidden_from_an_owner;
+SELECT release_all_fenced() AS ownerless_released;
+SELECT current_fence(7201, 5, 'client-a') = :term_5 AS owned_still_held;
+SELECT release_all_fenced('client-b') AS other_owner_released;
+SELECT release_all_fenced('client-a') AS owner_released;
+SELECT count(*) AS locks_left FROM pg_locks
+ WHERE locktype = 'advisory' AND classid = 7201 AND pid = pg_backend_pid();
+-- A transaction grant has no owner: the two-argument form shows it, the owner form does not.
+BEGIN;
+SELECT acquire_fenced(7201, 7) AS term_7 \gset
+SELECT current_fence(7201, 7) = :term_7 AS transaction_grant_shown,
+       current_fence(7201, 7, 'client-a') IS NULL AS hidden_from_an_owner;
+COMMIT;
+-- Named forms, and the owner is required.
+SELECT become_leader_named('owners', 'job2', 'client-a') AS term_named2 \gset
+SELECT current_fence_named('owners', 'job2') IS NULL AS named_hidden,
+       current_fence_named('owners', 'job2', 'client-a') = :term_named2 AS named_shown,
+       current_fence_named_bigint('owners', 78, 'client-a') IS NULL AS bigint_not_held;
+SELECT release_all_fenced('client-a') AS named_released;
+SELECT current_fence(7201, 5, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT release_all_fenced(NULL);
+\echo :LAST_ERROR_SQLSTATE
+
 -- DISCARD ALL (what poolers run between clients) ends owned grants like any other.
 SELECT become_leader(7201, 4, 'client-a') AS term_4 \gset
 DISCARD ALL;
 SELECT become_leader(7201, 4, 'client-b') > :term_4 AS next_client_new_term;
-SELECT release_all_fenced() AS released_all;
+SELECT release_all_fenced() AS ownerless_release_all_leaves_it;
+SELECT release_all_fenced('client-b') AS released_all;
 DELETE FROM fenced_namespaces WHERE name = 'owners';

@@ -139,6 +139,11 @@ raw_error_entry!(
     ledger::check_strict
 );
 raw_error_entry!(fenced_update, pg_finfo_fenced_update, update::fenced_update);
+raw_error_entry!(
+    fenced_update_strict,
+    pg_finfo_fenced_update_strict,
+    update::fenced_update_strict
+);
 // 0.1.0's symbol for fenced_update (pgrx's wrapper): a 0.1.0 database keeps working on this
 // library until ALTER EXTENSION fenced_lock UPDATE, and pg_upgrade can load its definition.
 raw_error_entry!(

@@ -12,7 +12,7 @@ use super::{
     find_column, find_fence_column, relation_display_name, small_memory_context, target,
     text_bytes, Column,
 };
-use crate::errors::{original_sqlstate, FencedError, OrRaise, RawError};
+use crate::errors::{original_sqlstate, FencedError, OrRaise, RawError, StaleToken};
 use crate::spi::{self, SavedPlan};
 use crate::types;
 use pgrx::pg_sys;
@@ -167,6 +167,26 @@ fn quote_ident(name: &str) -> String {
 /// Writes `changes` and the fence to the row whose key is `id`, unless the row already
 /// carries a higher token: true when written, false when the caller's token is stale.
 pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError> {
+    write(fcinfo, Superseded::ReturnFalse)
+}
+
+/// The same, raising SF001 when the caller's token is stale: for drivers that return booleans
+/// as the strings "t" and "f" (both truthy), where a false could be read as "written".
+pub fn fenced_update_strict(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError> {
+    write(fcinfo, Superseded::Raise)
+}
+
+/// What a call does when the row carries a higher token.
+#[derive(Clone, Copy, PartialEq)]
+enum Superseded {
+    ReturnFalse,
+    Raise,
+}
+
+fn write(
+    fcinfo: pg_sys::FunctionCallInfo,
+    superseded: Superseded,
+) -> Result<pg_sys::Datum, RawError> {
     let target = required(unsafe { argument_datum(fcinfo, 0) }, "target");
     let id = required(unsafe { argument_datum(fcinfo, 1) }, "id");
     let id_type = unsafe { pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 1) };
@@ -225,7 +245,7 @@ pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, 
             }
         };
         if update.execute(&arguments) > 0 {
-            return true;
+            return Ok(());
         }
         // Not written: the row carries a higher token, or there is no row the caller can see,
         // or row-level security lets the caller see the row but not update it.
@@ -238,17 +258,28 @@ pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, 
             .raise()
         }
         // fence_of_row reads the fence as int8; NULL (no token yet) would have been written.
-        let superseded = SavedPlan::first_value().is_some_and(|fence| fence.value() as i64 > token);
-        if !superseded {
-            let (table, key) = (statements.table_name.clone(), output_text(id, id_type));
-            match row_security_applies(call.table) {
+        let fence = SavedPlan::first_value().map(|fence| fence.value() as i64);
+        let (table, key) = (statements.table_name.clone(), output_text(id, id_type));
+        match fence {
+            Some(accepted) if accepted > token => Err(StaleToken {
+                resource: format!(
+                    "the row of {table} with \"{}\" = {key}",
+                    String::from_utf8_lossy(key_column)
+                ),
+                accepted,
+                offered: Some(token),
+            }),
+            _ => match row_security_applies(call.table) {
                 true => FencedError::RowNotUpdatable { table, key }.raise(),
                 false => FencedError::RowSkippedByTrigger { table, key }.raise(),
-            }
+            },
         }
-        false
     });
-    Ok(pg_sys::Datum::from(written))
+    match (written, superseded) {
+        (Ok(()), _) => Ok(pg_sys::Datum::from(true)),
+        (Err(_), Superseded::ReturnFalse) => Ok(pg_sys::Datum::from(false)),
+        (Err(stale), Superseded::Raise) => Err(RawError::from(stale)),
+    }
 }
 
 /// The target, locked in RowExclusiveLock once the caller was seen to have a right to update

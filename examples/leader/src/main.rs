@@ -208,7 +208,11 @@ fn session_loop(o: &Options) {
         println!("LEADER {} {term} {pid}", o.name);
         // Still the leader while this session holds the key with this term.
         let still_leading = |client: &mut Client| {
-            let held = one::<Option<i64>>(client, "SELECT current_fence($1, $2)", &[&o.ns, &o.id]);
+            let held = one::<Option<i64>>(
+                client,
+                "SELECT current_fence($1, $2, $3)",
+                &[&o.ns, &o.id, &owner],
+            );
             held.map(|held| held == Some(term))
         };
         let release = |client: &mut Client| {
