@@ -142,6 +142,18 @@ COMMENT ON FUNCTION fenced_update_strict(text, anyelement, bigint, jsonb, text, 
 COMMENT ON FUNCTION fenced_update_strict(text, text, bigint, jsonb, text, text) IS
     'fenced_update_strict with the table given by name and a text id: every parameter untyped.';
 
+-- A token without a lock, for claims that a row lock orders (README: Claiming queue rows).
+CREATE  FUNCTION "new_fencing_token"(
+
+) RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'new_fencing_token_wrapper';
+
+COMMENT ON FUNCTION new_fencing_token() IS
+    'A fencing token from the same allocator as every grant''s, without taking any lock: only '
+    'safe under a lock that already orders the holders (a row claimed FOR UPDATE SKIP LOCKED).';
+
 -- Each new form gets the privileges of the function it extends (a DBA who revoked
 -- current_fence or fenced_update from PUBLIC did not mean the new forms to be PUBLIC's);
 -- sources with the default privileges leave the new forms at theirs.

@@ -179,6 +179,10 @@ COMMENT ON FUNCTION fenced_update_strict(text, anyelement, bigint, jsonb, text, 
 COMMENT ON FUNCTION fenced_update_strict(text, text, bigint, jsonb, text, text) IS
     'fenced_update_strict with the table given by name and a text id: every parameter untyped.';
 
+COMMENT ON FUNCTION new_fencing_token() IS
+    'A fencing token from the same allocator as every grant''s, without taking any lock: only '
+    'safe under a lock that already orders the holders (a row claimed FOR UPDATE SKIP LOCKED).';
+
 COMMENT ON FUNCTION enforce_fence() IS
     'Trigger function: BEFORE UPDATE ... FOR EACH ROW EXECUTE FUNCTION enforce_fence(''fence'') '
     'refuses, with SQLSTATE SF001, any UPDATE that lowers the fence column or sets it to NULL.';

@@ -489,3 +489,14 @@ acquire_functions! {
     try: ["try_acquire_fenced", "try_acquire_fenced_named", "try_acquire_fenced_named_bigint"]
         as [try_acquire_fenced, try_acquire_fenced_named, try_acquire_fenced_named_bigint],
 }
+
+/// A token from the same allocator, with the same durability, replication and failover
+/// guarantees as every grant's, without taking any lock: for work that a lock the caller
+/// already holds orders (the row lock of a `FOR UPDATE SKIP LOCKED` claim, say). It is only as
+/// safe as that lock: two callers that hold no common lock get tokens that order nothing.
+#[pg_extern(volatile, parallel_unsafe)]
+fn new_fencing_token(fcinfo: pg_sys::FunctionCallInfo) -> i64 {
+    refuse_on_hot_standby();
+    refuse_in_parallel_mode("new_fencing_token");
+    tokens::next_token(fcinfo)
+}

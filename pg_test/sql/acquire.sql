@@ -123,3 +123,21 @@ COMMIT PREPARED 'fenced_prepared';
 BEGIN;
 SELECT acquire_fenced(4001, 1) > :prepared_token AS larger_after_commit_prepared;
 COMMIT;
+
+-- new_fencing_token(): a token from the same sequence as every grant's, without a lock.
+BEGIN;
+SELECT acquire_fenced(1001, 60) AS granted_token \gset
+SELECT new_fencing_token() AS lockless_token \gset
+SELECT :lockless_token > :granted_token AS above_the_grant,
+       new_fencing_token() > :lockless_token AS rising;
+SELECT count(*) AS locks_besides_the_grant FROM pg_catalog.pg_locks
+ WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid() AND objid <> 60;
+COMMIT;
+SELECT acquire_fenced_session(1001, 61) > :lockless_token AS later_grant_above,
+       release_fenced(1001, 61) AS released;
+-- In autocommit too (the one-statement claim), but not in a read-only transaction.
+SELECT new_fencing_token() > :lockless_token AS autocommit_token;
+BEGIN READ ONLY;
+SELECT new_fencing_token();
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;

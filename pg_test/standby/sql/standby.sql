@@ -40,3 +40,6 @@ SELECT pg_catalog.pg_advisory_unlock(9401, 1);
 -- 0.2.0, item 16: it raised XX000, "cannot assign TransactionIds during recovery").
 SELECT register_namespace('on-the-standby');
 \echo :LAST_ERROR_SQLSTATE
+-- new_fencing_token: no token is drawn on a standby.
+SELECT new_fencing_token();
+\echo :LAST_ERROR_SQLSTATE
