@@ -48,7 +48,7 @@ struct TimeLineHistoryEntry {
 /// Draws the next token. `fcinfo` is the calling SQL function's, whose schema is the
 /// extension's schema.
 pub fn next_token(fcinfo: pg_sys::FunctionCallInfo) -> i64 {
-    // The net under every caller's own check (locking::refuse_in_parallel_mode): nextval
+    // The net under every caller's own check (errors::refuse_in_parallel_mode): nextval
     // refuses in parallel mode, but a block's counter would not.
     if unsafe { pg_sys::IsInParallelMode() } {
         let name = unsafe { pg_sys::get_func_name((*(*fcinfo).flinfo).fn_oid) };
