@@ -155,6 +155,13 @@ auth_file = $dir/users.txt
 pool_mode = transaction
 max_client_conn = 50
 default_pool_size = 4
+# pgjdbc sends extra_float_digits at start-up, which PgBouncer refuses unless told to ignore it.
+ignore_startup_parameters = extra_float_digits
+# A client that lost track of its transaction (the driver suite's controls do) must not hold a
+# server connection for ever: close it after 10 s idle in a transaction; clients waiting for a
+# server connection get an error after 20 s.
+idle_transaction_timeout = 10
+query_wait_timeout = 20
 pidfile = $dir/pgbouncer.pid
 logfile = $dir/pgbouncer.log
 INI

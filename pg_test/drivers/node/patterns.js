@@ -1,6 +1,9 @@
 // The driver suite's patterns, run by node-postgres, which sends every parameter untyped (as
 // text), directly and through PgBouncer in transaction mode.
-//     node patterns.js ROUTE   (ROUTE: direct | pooled)
+//     node patterns.js ROUTE              (ROUTE: direct | pooled)
+//     node patterns.js mixed SETTINGS N   (the mixed workload through PgBouncer, run.sh says
+//                                          what it checks; SETTINGS: documented | named, the
+//                                          control: the same queries with a `name:`)
 // Prints one line per pattern, "node-postgres <route> <pattern>: ok" or "... FAILED: why",
 // and exits 1 if any failed.
 'use strict';
@@ -10,7 +13,7 @@ const pg = require('pg');
 pg.types.setTypeParser(20, BigInt);
 
 const route = process.argv[2];
-const pooled = route === 'pooled';
+const pooled = route !== 'direct';
 const config = {
   host: process.env[pooled ? 'DRIVERS_POOLED_HOST' : 'DRIVERS_HOST'],
   port: Number(process.env[pooled ? 'DRIVERS_POOLED_PORT' : 'DRIVERS_PORT']),
@@ -19,8 +22,15 @@ const config = {
 };
 const BASE = pooled ? 500 : 400;
 
+// Named queries are prepared on the server under their name: only the mixed workload's
+// control uses them.
+let named = false;
+const names = new Map();
+
 async function one(client, sql, ...params) {
-  const result = await client.query(sql, params);
+  if (named && !names.has(sql)) names.set(sql, `q${names.size}`);
+  const query = { name: named ? names.get(sql) : undefined, text: sql, values: params };
+  const result = await client.query(query);
   return result.rows.length ? Object.values(result.rows[0])[0] : null;
 }
 
@@ -50,6 +60,9 @@ const patterns = {
     const stale = await one(a, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', BASE + 1,
       token - 1n, changes);
     check(stale === false, `a lower token wrote: ${stale}`);
+    const state = await sqlstateOf(a, 'SELECT fenced_update_strict($1, $2, $3, $4)', 'driver_rows',
+      BASE + 1, token - 1n, changes);
+    check(state === 'SF001', `fenced_update_strict with a lower token: SQLSTATE ${state}`);
   },
 
   async skip_if_busy(a, b) {
@@ -138,7 +151,84 @@ const patterns = {
   },
 };
 
-async function main() {
+const HELD = 'SELECT token FROM fenced_locks WHERE ns = $1 AND id = $2 AND pid = pg_backend_pid()';
+
+// One transaction of the mixed workload: what was wrong with its answers, or null.
+async function mixedTransaction(client, kind, key, row) {
+  let problem = null;
+  await one(client, 'BEGIN');
+  if (kind === 'acquire' || kind === 'try') {
+    const fn = kind === 'acquire' ? 'acquire_fenced' : 'try_acquire_fenced';
+    const token = await one(client, `SELECT ${fn}($1, $2)`, 4205, key);
+    const held = await one(client, HELD, 4205, key);
+    if (!(typeof token === 'bigint' && token > 0n && held === token)) {
+      problem = `${fn} gave ${token}, fenced_locks shows ${held}`;
+    }
+  } else if (kind === 'current') {
+    const fence = await one(client, 'SELECT current_fence($1, $2)', 4205, key);
+    if (fence !== null) problem = `current_fence of a free key gave ${fence}`;
+  } else if (kind === 'leader') {
+    const term = await one(client, 'SELECT become_leader($1, $2, $3)', 4205, key, `owner-${key}`);
+    const released = await one(client, 'SELECT release_fenced($1, $2, $3)', 4205, key, `owner-${key}`);
+    if (!(typeof term === 'bigint' && term > 0n && released === true)) {
+      problem = `become_leader gave ${term}, release_fenced ${released}`;
+    }
+  } else {
+    const token = await one(client, 'SELECT acquire_fenced($1, $2)', 4205, key);
+    const written = await one(client, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', row,
+      token, JSON.stringify({ v: `${key}` }));
+    if (written !== true) problem = `fenced_update with token ${token} gave ${written}`;
+  }
+  await one(client, 'COMMIT');
+  return problem;
+}
+
+// A small seeded generator, so each process picks the same sequence on every run.
+function picker(seed) {
+  let state = seed + 1;
+  return (n) => {
+    state = (state * 1103515245 + 12345) % 2147483648;
+    return state % n;
+  };
+}
+
+async function runMixed(settings, proc) {
+  named = settings === 'named';
+  const slot = Number(process.env.MIXED_SLOT);
+  const clients = [];
+  for (let i = 0; i < 6; i += 1) {
+    const client = new pg.Client(config);
+    client.on('error', () => {}); // a connection the pooler closed: its next query fails
+    await client.connect();
+    clients.push(client);
+  }
+  const pick = picker(proc);
+  const kinds = ['acquire', 'try', 'current', 'leader', 'update'];
+  let wrong = 0;
+  let errors = 0;
+  let first = null;
+  for (let i = 0; i < 150; i += 1) {
+    const client = clients[pick(clients.length)];
+    const kind = kinds[pick(kinds.length)];
+    const key = slot * 10000 + proc * 1000 + i;
+    let problem;
+    try {
+      problem = await mixedTransaction(client, kind, key, slot * 20 + proc * 10 + (i % 10) + 3001);
+      if (problem) wrong += 1;
+    } catch (error) {
+      errors += 1;
+      problem = `SQLSTATE ${error.code}: ${String(error.message).split('\n')[0]}`;
+      await client.query('ROLLBACK').catch(() => {});
+    }
+    if (problem && first === null) first = `${kind}: ${problem}`;
+  }
+  await Promise.all(clients.map((client) => client.end().catch(() => {})));
+  console.log(`node-postgres mixed ${settings} p${proc}: 150 transactions, ${wrong} wrong, ${errors} errors`
+    + (first ? `; first: ${first}` : ''));
+  return wrong === 0 && errors === 0;
+}
+
+async function runPatterns() {
   const a = new pg.Client(config);
   const b = new pg.Client(config);
   await a.connect();
@@ -159,10 +249,12 @@ async function main() {
   }
   await a.end();
   await b.end();
-  process.exit(failed ? 1 : 0);
+  return failed === 0;
 }
 
-main().catch((error) => {
-  console.log(`node-postgres ${route}: FAILED: ${error.message}`);
-  process.exit(1);
-});
+(route === 'mixed' ? runMixed(process.argv[3], Number(process.argv[4])) : runPatterns())
+  .then((ok) => process.exit(ok ? 0 : 1))
+  .catch((error) => {
+    console.log(`node-postgres ${route}: FAILED: ${error.message}`);
+    process.exit(1);
+  });

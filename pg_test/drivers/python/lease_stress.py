@@ -18,6 +18,7 @@ import os
 import random
 import sys
 import threading
+import time
 
 import psycopg
 
@@ -49,7 +50,23 @@ errors = []
 lost = []  # (key, token) whose release found the lease gone: expired, then taken over
 
 
+def call(conn, sql, params):
+    """One lease call; 55P03 (its row locked by a concurrent call, README: retry) is retried."""
+    while True:
+        try:
+            return conn.execute(sql, params).fetchone()[0]
+        except psycopg.errors.LockNotAvailable:
+            time.sleep(0.001)
+
+
 def client(number):
+    try:
+        cycles(number)
+    except Exception as error:  # noqa: BLE001 - a client that died fails the run
+        errors.append(f"client {number}: {error!r}")
+
+
+def cycles(number):
     owner = f"client-{number}"
     rng = random.Random(number)
     with psycopg.connect(**POOLED) as conn:
@@ -65,13 +82,11 @@ def client(number):
                             SELECT %s, %s, %s FROM fenced_lease_state
                              WHERE ns = %s AND id = %s AND token = %s AND owner = %s""",
                          (key, owner, token, NS, key, token, owner))
-            if conn.execute("SELECT renew_lease(%s, %s, %s, %s)",
-                            (NS, key, token, TTL)).fetchone()[0] is None:
+            if call(conn, "SELECT renew_lease(%s, %s, %s, %s)", (NS, key, token, TTL)) is None:
                 continue
             if cycle % 7 == 6:
                 continue  # dies holding the lease: the next owner waits for the TTL
-            if not conn.execute("SELECT release_lease(%s, %s, %s)",
-                                (NS, key, token)).fetchone()[0]:
+            if not call(conn, "SELECT release_lease(%s, %s, %s)", (NS, key, token)):
                 lost.append((key, token))
 
 

@@ -1,11 +1,14 @@
-"""The driver suite's patterns, run by psycopg 3 (sync) and asyncpg, each sending parameters
-the way the driver does by default (asyncpg: untyped; psycopg: ints typed by size, strings
-untyped), directly and through PgBouncer in transaction mode.
+"""The driver suite's patterns, run by psycopg 3 (sync), asyncpg, and SQLAlchemy 2 over each,
+each sending parameters the way the driver does by default (asyncpg: untyped; psycopg: ints
+typed by size, strings untyped; SQLAlchemy's text(): as its driver does), directly and through
+PgBouncer in transaction mode; and the mixed workload through PgBouncer (mixed.py).
 
-    python patterns.py DRIVER ROUTE   (DRIVER: psycopg | asyncpg; ROUTE: direct | pooled)
+    python patterns.py DRIVER ROUTE              (ROUTE: direct | pooled)
+    python patterns.py DRIVER mixed SETTINGS N   (SETTINGS: documented | defaults; N: process)
 
-Connection details come from the environment (run.sh sets them). Prints one line per pattern,
-"<driver> <route> <pattern>: ok" or "... FAILED: why", and exits 1 if any failed.
+DRIVER is psycopg | asyncpg | sqlalchemy-psycopg | sqlalchemy-asyncpg. Connection details come
+from the environment (run.sh sets them). Prints one line per pattern, "<driver> <route>
+<pattern>: ok" or "... FAILED: why", and exits 1 if any failed.
 """
 
 import asyncio
@@ -15,14 +18,22 @@ import os
 import sys
 import threading
 import time
+import uuid
+
+import mixed
 
 driver, route = sys.argv[1], sys.argv[2]
-HOST = os.environ["DRIVERS_POOLED_HOST" if route == "pooled" else "DRIVERS_HOST"]
-PORT = int(os.environ["DRIVERS_POOLED_PORT" if route == "pooled" else "DRIVERS_PORT"])
+POOLED = route in ("pooled", "mixed")
+HOST = os.environ["DRIVERS_POOLED_HOST" if POOLED else "DRIVERS_HOST"]
+PORT = int(os.environ["DRIVERS_POOLED_PORT" if POOLED else "DRIVERS_PORT"])
 DATABASE = os.environ["DRIVERS_DATABASE"]
+# Behind the pooler, the README's setting turns the driver's prepared statements off; the
+# mixed workload's control ("defaults") keeps the driver's defaults to show what it prevents.
+DOCUMENTED = route == "pooled" or (route == "mixed" and sys.argv[3] == "documented")
 # Keys and rows of their own for each driver and route, so runs cannot meet.
-BASE = {("psycopg", "direct"): 0, ("psycopg", "pooled"): 100,
-        ("asyncpg", "direct"): 200, ("asyncpg", "pooled"): 300}[(driver, route)]
+DRIVERS = ["psycopg", "asyncpg", "sqlalchemy-psycopg", "sqlalchemy-asyncpg"]
+BASE = {"psycopg": 0, "asyncpg": 200, "sqlalchemy-psycopg": 800,
+        "sqlalchemy-asyncpg": 1000}[driver] + (100 if route == "pooled" else 0)
 
 
 class Psycopg:
@@ -31,8 +42,7 @@ class Psycopg:
     def __init__(self):
         import psycopg
         self.errors = psycopg.Error
-        # Behind a transaction-mode pooler, no server-side prepared statements.
-        prepare = {"prepare_threshold": None} if route == "pooled" else {}
+        prepare = {"prepare_threshold": None} if DOCUMENTED else {}
         self.conn = psycopg.connect(host=HOST, port=PORT, dbname=DATABASE, user="postgres",
                                     autocommit=True, **prepare)
 
@@ -49,6 +59,9 @@ class Psycopg:
     def close(self):
         self.conn.close()
 
+    def autocommit(self):
+        return self
+
     @staticmethod
     def row_id(value):
         return value
@@ -61,7 +74,7 @@ class Asyncpg:
         import asyncpg
         self.errors = asyncpg.PostgresError
         self.loop = asyncio.new_event_loop()
-        cache = {"statement_cache_size": 0} if route == "pooled" else {}
+        cache = {"statement_cache_size": 0} if DOCUMENTED else {}
         self.conn = self.loop.run_until_complete(
             asyncpg.connect(host=HOST, port=PORT, database=DATABASE, user="postgres", **cache))
 
@@ -75,14 +88,98 @@ class Asyncpg:
         self.loop.run_until_complete(self.conn.close())
         self.loop.close()
 
+    def autocommit(self):
+        return self
+
     @staticmethod
     def row_id(value):
         # fenced_update's untyped id resolves to text: asyncpg wants a str there.
         return str(value)
 
 
+class SQLAlchemy:
+    """SQLAlchemy 2 Core with text() statements, over psycopg 3 or, through its asyncio engine,
+    asyncpg. As SQLAlchemy users do, BEGIN/COMMIT/ROLLBACK are the connection's begin(),
+    commit() and rollback(), and a statement outside them runs in a transaction of its own:
+    behind a transaction pooler the asyncpg dialect's prepare and execute, two round trips,
+    must share one server connection."""
+
+    def __init__(self, isolation_level=None):
+        import sqlalchemy
+        from sqlalchemy.ext.asyncio import create_async_engine
+        self.text = sqlalchemy.text
+        self.errors = sqlalchemy.exc.DBAPIError
+        self.over_asyncpg = driver == "sqlalchemy-asyncpg"
+        self.isolation_level = isolation_level
+        url = f"postgresql+{'asyncpg' if self.over_asyncpg else 'psycopg'}://postgres@/{DATABASE}"
+        if self.over_asyncpg:
+            # asyncpg takes the socket directory and port as host and port.
+            cache, names = "", {}
+            if DOCUMENTED:
+                # The dialect prepares every statement, by a name from a per-connection
+                # counter unless told otherwise: unique names, and no caches.
+                cache = "&prepared_statement_cache_size=0"
+                names = {"statement_cache_size": 0,
+                         "prepared_statement_name_func": lambda: f"__asyncpg_{uuid.uuid4()}__"}
+            self.loop = asyncio.new_event_loop()
+            self.engine = create_async_engine(f"{url}?host={HOST}&port={PORT}{cache}",
+                                              connect_args=names)
+            self.conn = self.loop.run_until_complete(self._connect())
+        else:
+            prepare = {"prepare_threshold": None} if DOCUMENTED else {}
+            self.engine = sqlalchemy.create_engine(f"{url}?host={HOST}&port={PORT}",
+                                                   connect_args=prepare)
+            self.conn = self.engine.connect()
+            if isolation_level:
+                self.conn = self.conn.execution_options(isolation_level=isolation_level)
+        self.in_transaction = False
+
+    async def _connect(self):
+        conn = await self.engine.connect()
+        if self.isolation_level:
+            conn = await conn.execution_options(isolation_level=self.isolation_level)
+        return conn
+
+    def _run(self, call):
+        return self.loop.run_until_complete(call) if self.over_asyncpg else call
+
+    def one(self, sql, *params):
+        if sql in ("BEGIN", "COMMIT", "ROLLBACK"):
+            self.in_transaction = sql == "BEGIN"
+            method = {"BEGIN": "begin", "COMMIT": "commit", "ROLLBACK": "rollback"}[sql]
+            self._run(getattr(self.conn, method)())
+            return None
+        # text() takes :name placeholders; the SQL is written with $n for every driver.
+        for n in range(len(params), 0, -1):
+            sql = sql.replace(f"${n}", f":p{n}")
+        bound = {f"p{n}": value for n, value in enumerate(params, 1)}
+        try:
+            result = self._run(self.conn.execute(self.text(sql), bound))
+            value = result.scalar() if result.returns_rows else None
+        finally:
+            if not self.in_transaction and not self.isolation_level:
+                self._run(self.conn.rollback() if sys.exc_info()[0] else self.conn.commit())
+        return value
+
+    def autocommit(self):
+        """The same driver on a connection in AUTOCOMMIT: statements outside any transaction."""
+        return SQLAlchemy("AUTOCOMMIT")
+
+    def sqlstate(self, error):
+        return error.orig.sqlstate
+
+    def close(self):
+        self._run(self.conn.close())
+        self._run(self.engine.dispose())
+        if self.over_asyncpg:
+            self.loop.close()
+
+    def row_id(self, value):
+        return str(value) if self.over_asyncpg else value
+
+
 def connect():
-    return {"psycopg": Psycopg, "asyncpg": Asyncpg}[driver]()
+    return {"psycopg": Psycopg, "asyncpg": Asyncpg}.get(driver, SQLAlchemy)()
 
 
 def sqlstate_of(conn, sql, *params):
@@ -105,6 +202,9 @@ def guarded_write(a, b):
     stale = a.one("SELECT fenced_update($1, $2, $3, $4)", "driver_rows", a.row_id(BASE + 1),
                   token - 1, changes)
     assert stale is False, f"a lower token wrote: {stale!r}"
+    state = sqlstate_of(a, "SELECT fenced_update_strict($1, $2, $3, $4)", "driver_rows",
+                        a.row_id(BASE + 1), token - 1, changes)
+    assert state == "SF001", f"fenced_update_strict with a lower token: SQLSTATE {state}"
 
 
 def skip_if_busy(a, b):
@@ -151,7 +251,10 @@ def named_and_bigint(a, b):
 
 
 def autocommit(a, b):
-    state = sqlstate_of(a, "SELECT acquire_fenced($1, $2)", 4201, BASE + 5)
+    outside = a.autocommit()
+    state = sqlstate_of(outside, "SELECT acquire_fenced($1, $2)", 4201, BASE + 5)
+    if outside is not a:
+        outside.close()
     assert state == "25P01", f"SQLSTATE {state}"
 
 
@@ -212,26 +315,33 @@ def leader_owner(a, b):
         assert released is True, f"released {released!r}"
 
 
-PATTERNS = [guarded_write, skip_if_busy, bounded_wait, stale_write, named_and_bigint, autocommit,
-            lease, lease_wait, leader_owner]
-# Session-scoped locks belong to one server connection: not through a transaction pooler.
-if route == "direct":
-    PATTERNS.append(session_lease)
+def run_patterns():
+    patterns = [guarded_write, skip_if_busy, bounded_wait, stale_write, named_and_bigint,
+                autocommit, lease, lease_wait, leader_owner]
+    # Session-scoped locks belong to one server connection: not through a transaction pooler.
+    if route == "direct":
+        patterns.append(session_lease)
+    a, b = connect(), connect()
+    failed = 0
+    for pattern in patterns:
+        try:
+            pattern(a, b)
+            print(f"{driver} {route} {pattern.__name__}: ok")
+        except Exception as error:  # noqa: BLE001 - any failure of the pattern is reported
+            failed += 1
+            print(f"{driver} {route} {pattern.__name__}: FAILED: {error!r}")
+            for conn in (a, b):
+                try:
+                    conn.one("ROLLBACK")
+                except Exception:  # noqa: BLE001 - nothing to roll back
+                    pass
+    a.close()
+    b.close()
+    return failed == 0
 
-a, b = connect(), connect()
-failed = 0
-for pattern in PATTERNS:
-    try:
-        pattern(a, b)
-        print(f"{driver} {route} {pattern.__name__}: ok")
-    except Exception as error:  # noqa: BLE001 - any failure of the pattern is reported
-        failed += 1
-        print(f"{driver} {route} {pattern.__name__}: FAILED: {error!r}")
-        for conn in (a, b):
-            try:
-                conn.one("ROLLBACK")
-            except Exception:  # noqa: BLE001 - nothing to roll back
-                pass
-a.close()
-b.close()
-sys.exit(1 if failed else 0)
+
+if route == "mixed":
+    ok = mixed.run(driver, sys.argv[3], int(sys.argv[4]), connect)
+else:
+    ok = run_patterns()
+sys.exit(0 if ok else 1)

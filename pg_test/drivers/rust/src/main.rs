@@ -2,7 +2,12 @@
 //! tokio-postgres), which prepares each statement with untyped parameters and lets the server
 //! infer their types, directly and through PgBouncer in transaction mode.
 //!
-//!     fenced_lock_driver_suite ROUTE   (ROUTE: direct | pooled)
+//!     fenced_lock_driver_suite ROUTE              (ROUTE: direct | pooled)
+//!     fenced_lock_driver_suite mixed SETTINGS N   (the mixed workload through PgBouncer,
+//!                                                  run.sh says what it checks; SETTINGS:
+//!                                                  documented | reused, the control:
+//!                                                  statements prepared once, outside a
+//!                                                  transaction, and used in later ones)
 //!
 //! Prints one line per pattern, "rust-postgres <route> <pattern>: ok" or "... FAILED: why",
 //! and exits 1 if any failed.
@@ -67,7 +72,17 @@ impl Suite {
         tx.commit().map_err(|e| e.to_string())?;
         check(token > 0, format!("token {token}"))?;
         check(written, "fenced_update returned false".into())?;
-        check(!stale, "a lower token wrote".into())
+        check(!stale, "a lower token wrote".into())?;
+        let mut tx = self.a.transaction().map_err(|e| e.to_string())?;
+        let strict = "SELECT fenced_update_strict($1, $2, $3, $4)";
+        let error = tx
+            .query_one(strict, &[&"driver_rows", &id_text, &(token - 1), &changes])
+            .err()
+            .ok_or("fenced_update_strict with a lower token wrote")?;
+        check(
+            sqlstate(&error).as_deref() == Some("SF001"),
+            format!("fenced_update_strict with a lower token: {error}"),
+        )
     }
 
     fn skip_if_busy(&mut self) -> Outcome {
@@ -251,10 +266,137 @@ impl Suite {
     }
 }
 
-fn main() {
-    let route = env::args()
-        .nth(1)
-        .expect("usage: fenced_lock_driver_suite direct|pooled");
+const HELD: &str =
+    "SELECT token FROM fenced_locks WHERE ns = $1 AND id = $2 AND pid = pg_backend_pid()";
+const MIXED_STATEMENTS: [&str; 7] = [
+    "SELECT acquire_fenced($1, $2)",
+    "SELECT try_acquire_fenced($1, $2)",
+    HELD,
+    "SELECT current_fence($1, $2)",
+    "SELECT become_leader($1, $2, $3)",
+    "SELECT release_fenced($1, $2, $3)",
+    "SELECT fenced_update($1, $2, $3, $4)",
+];
+
+/// A connection of the mixed workload, with its statements prepared up front when `reused`.
+struct MixedClient {
+    client: Client,
+    prepared: Vec<postgres::Statement>,
+}
+
+impl MixedClient {
+    fn new(reused: bool) -> Result<Self, postgres::Error> {
+        let mut client = connect("pooled");
+        let prepared = if reused {
+            let statements = MIXED_STATEMENTS.iter().map(|sql| client.prepare(sql));
+            statements.collect::<Result<_, _>>()?
+        } else {
+            Vec::new()
+        };
+        Ok(MixedClient { client, prepared })
+    }
+
+    /// One transaction of the mixed workload: what was wrong with its answers, if anything.
+    fn transaction(
+        &mut self,
+        kind: &str,
+        key: i32,
+        row: i32,
+    ) -> Result<Option<String>, postgres::Error> {
+        let prepared = &self.prepared;
+        let mut tx = self.client.transaction()?;
+        let mut one = |index: usize, params: &[&(dyn postgres::types::ToSql + Sync)]| match prepared
+            .get(index)
+        {
+            Some(statement) => tx.query_one(statement, params),
+            None => tx.query_one(MIXED_STATEMENTS[index], params),
+        };
+        let problem = match kind {
+            "acquire" | "try" => {
+                let index = if kind == "acquire" { 0 } else { 1 };
+                let token: Option<i64> = one(index, &[&4205, &key])?.get(0);
+                let held: Option<i64> = one(2, &[&4205, &key])?.get(0);
+                (token.is_none() || held != token)
+                    .then(|| format!("{kind} gave {token:?}, fenced_locks shows {held:?}"))
+            }
+            "current" => {
+                let fence: Option<i64> = one(3, &[&4205, &key])?.get(0);
+                fence.map(|fence| format!("current_fence of a free key gave {fence}"))
+            }
+            "leader" => {
+                let owner = format!("owner-{key}");
+                let term: Option<i64> = one(4, &[&4205, &key, &owner])?.get(0);
+                let released: bool = one(5, &[&4205, &key, &owner])?.get(0);
+                (term.is_none() || !released)
+                    .then(|| format!("become_leader gave {term:?}, release_fenced {released}"))
+            }
+            _ => {
+                let token: i64 = one(0, &[&4205, &key])?.get(0);
+                let changes = serde_json::json!({ "v": key.to_string() });
+                let written: bool =
+                    one(6, &[&"driver_rows", &row.to_string(), &token, &changes])?.get(0);
+                (!written).then(|| format!("fenced_update with token {token} gave false"))
+            }
+        };
+        tx.commit()?;
+        Ok(problem)
+    }
+}
+
+fn run_mixed(settings: &str, process: i32) -> bool {
+    let slot: i32 = env::var("MIXED_SLOT")
+        .expect("set by run.sh")
+        .parse()
+        .expect("a number");
+    let reused = settings == "reused";
+    let mut clients = Vec::new();
+    let mut setup_errors = 0;
+    for _ in 0..6 {
+        match MixedClient::new(reused) {
+            Ok(client) => clients.push(client),
+            Err(_) => setup_errors += 1,
+        }
+    }
+    // A small seeded generator, so each process picks the same sequence on every run.
+    let mut state = process as u64 + 1;
+    let mut pick = |n: usize| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) as usize % n
+    };
+    let kinds = ["acquire", "try", "current", "leader", "update"];
+    let (mut wrong, mut errors, mut first) = (0, setup_errors, None);
+    for i in 0..150 {
+        if clients.is_empty() {
+            break;
+        }
+        let index = pick(clients.len());
+        let kind = kinds[pick(kinds.len())];
+        let key = slot * 10000 + process * 1000 + i;
+        let problem =
+            match clients[index].transaction(kind, key, slot * 20 + process * 10 + i % 10 + 3001) {
+                Ok(problem) => {
+                    wrong += problem.is_some() as i32;
+                    problem
+                }
+                Err(error) => {
+                    errors += 1;
+                    Some(format!("SQLSTATE {:?}: {error}", sqlstate(&error)))
+                }
+            };
+        if first.is_none() {
+            first = problem.map(|problem| format!("{kind}: {problem}"));
+        }
+    }
+    let first = first
+        .map(|first| format!("; first: {first}"))
+        .unwrap_or_default();
+    println!("rust-postgres mixed {settings} p{process}: 150 transactions, {wrong} wrong, {errors} errors{first}");
+    wrong == 0 && errors == 0
+}
+
+fn run_patterns(route: String) -> bool {
     let mut suite = Suite {
         base: if route == "pooled" { 700 } else { 600 },
         a: connect(&route),
@@ -286,5 +428,15 @@ fn main() {
             }
         }
     }
-    std::process::exit(if failed > 0 { 1 } else { 0 });
+    failed == 0
+}
+
+fn main() {
+    let args: Vec<String> = env::args().collect();
+    let ok = match args.get(1).map(String::as_str) {
+        Some("mixed") => run_mixed(&args[2], args[3].parse().expect("a process number")),
+        Some(route) => run_patterns(route.to_string()),
+        None => panic!("usage: fenced_lock_driver_suite direct|pooled|mixed SETTINGS N"),
+    };
+    std::process::exit(if ok { 0 } else { 1 });
 }
