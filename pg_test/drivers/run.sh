@@ -30,13 +30,14 @@ PYPI=('psycopg[binary]==3.3.9' 'asyncpg==0.32.0' 'SQLAlchemy==2.1.9')
 if [ "$("$ROOT/venv/bin/python" -c 'import psycopg, asyncpg, sqlalchemy
 print(psycopg.__version__, asyncpg.__version__, sqlalchemy.__version__)' 2>/dev/null)" != "3.3.9 0.32.0 2.1.9" ]; then
     python3 -m venv "$ROOT/venv"
-    "$ROOT/venv/bin/pip" install -q "${PYPI[@]}" </dev/null
+    "$ROOT/venv/bin/pip" install -q --no-cache-dir "${PYPI[@]}" </dev/null
 fi
 if [ ! -f "$ROOT/node/node_modules/pg/package.json" ] ||
     ! grep -q '"version": "8.23.1"' "$ROOT/node/node_modules/pg/package.json"; then
     mkdir -p "$ROOT/node"
     cp pg_test/drivers/node/package.json "$ROOT/node/"
-    (cd "$ROOT/node" && npm install --silent --no-audit --no-fund </dev/null)
+    # npm's cache stays in the checkout, not in ~/.npm.
+    (cd "$ROOT/node" && npm install --silent --no-audit --no-fund --cache "$ROOT/npm-cache" </dev/null)
 fi
 cargo build -q --manifest-path pg_test/drivers/rust/Cargo.toml --target-dir target/faults
 # pgx v4 from Debian's Go sources, offline; Go's build cache stays in the checkout.
