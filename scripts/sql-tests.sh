@@ -87,6 +87,9 @@ done
 # The upgrade from 0.1.0 (scripts/upgrade-test.sh prints its own summary line).
 scripts/upgrade-test.sh "$host" || status=1
 
+# Every SQL example of the README, pasted into psql (its own summary line).
+scripts/readme-test.sh "$host" || status=1
+
 # The driver suite: ten drivers, directly and through PgBouncer, and the mixed workload with
 # its controls (its own summary line).
 pg_test/drivers/run.sh "$host" "$PRIMARY" || status=1
