@@ -15,8 +15,11 @@ mkdir -p "$ROOT"
 PGOPTIONS="-c client_min_messages=warning" psql "host=$host user=postgres dbname=postgres" -qX \
     -c "DROP DATABASE IF EXISTS $DATABASE" \
     -c "CREATE DATABASE $DATABASE"
-# The blocks, each introduced by the README line it starts on.
-awk '/^```sql$/ { inside = 1; print "\\echo ---- README.md line " NR; next }
+# The blocks, each introduced by the heading of its section (line numbers would change the
+# expected output at every edit above a block).
+awk '/^#/ && !fenced { heading = $0; gsub(/[^A-Za-z0-9 #:,.()_-]/, "", heading) }
+     /^```/ { fenced = !fenced }
+     /^```sql$/ { inside = 1; print "\\echo ---- README.md: " heading; next }
      /^```/ { inside = 0 }
      inside' README.md >"$ROOT/examples.sql"
 {

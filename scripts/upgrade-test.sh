@@ -30,7 +30,7 @@ common_revoked=("FUNCTION acquire_fenced_session(integer, integer)" "TABLE fence
     "FUNCTION current_leader(integer, integer)" "FUNCTION fenced_lock_grants()"
     "FUNCTION fenced_lock_holder(integer, integer)" "FUNCTION become_leader(integer, integer)"
     "FUNCTION release_fenced(integer, integer)" "FUNCTION current_fence(integer, integer)"
-    "FUNCTION release_all_fenced()"
+    "FUNCTION release_all_fenced()" "FUNCTION acquire_fenced(integer, integer)"
     "FUNCTION fenced_update(regclass, anyelement, bigint, jsonb, text, text)")
 common_granted=("EXECUTE ON FUNCTION acquire_fenced_session(integer, integer)"
     "SELECT ON TABLE fenced_locks")
@@ -38,7 +38,9 @@ common_granted=("EXECUTE ON FUNCTION acquire_fenced_session(integer, integer)"
 revoked_010=("FUNCTION acquire_fenced(text, text)" "FUNCTION acquire_fenced_session(text, text)")
 # The new forms of those in 0.3.0, from either release.
 derived_revoked=("FUNCTION current_fence(integer, integer, text)" "FUNCTION release_all_fenced(text)"
-    "FUNCTION fenced_update_strict(regclass, anyelement, bigint, jsonb, text, text)")
+    "FUNCTION fenced_update_strict(regclass, anyelement, bigint, jsonb, text, text)"
+    "FUNCTION acquire_fenced_all(integer, integer[])"
+    "FUNCTION acquire_fenced_all(integer, integer[], interval)")
 # What those become on 0.3.0: the new forms of each, as the upgrade from 0.1.0 derives them.
 derived_revoked_010=("FUNCTION current_fence_named(text, text)"
     "FUNCTION current_fence_named_bigint(text, bigint)"
@@ -57,6 +59,8 @@ derived_revoked_010=("FUNCTION current_fence_named(text, text)"
     "FUNCTION release_fenced_named(text, text, text)"
     "FUNCTION release_fenced_named_bigint(text, bigint, text)"
     "FUNCTION acquire_fenced_named(text, text)" "FUNCTION acquire_fenced_named_bigint(text, bigint)"
+    "FUNCTION acquire_fenced_all_named(text, text[])"
+    "FUNCTION acquire_fenced_all_named(text, text[], interval)"
     "FUNCTION acquire_fenced_session_named(text, text)"
     "FUNCTION acquire_fenced_session_named_bigint(text, bigint)"
     "FUNCTION acquire_fenced_session_owned_named(text, text, text)"

@@ -154,8 +154,82 @@ COMMENT ON FUNCTION new_fencing_token() IS
     'A fencing token from the same allocator as every grant''s, without taking any lock: only '
     'safe under a lock that already orders the holders (a row claimed FOR UPDATE SKIP LOCKED).';
 
+-- Many keys in one call, ascending, one token (README: Many keys in one call).
+CREATE FUNCTION "acquire_fenced_all"(
+	"ns" INT, /* Option < i32 > */
+	"ids" INT[] /* :: std :: option :: Option < Array < i32 > > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_all_wrapper';
+
+CREATE FUNCTION "acquire_fenced_all"(
+	"ns" INT, /* Option < i32 > */
+	"ids" INT[], /* :: std :: option :: Option < Array < i32 > > */
+	"timeout" interval /* Option < Interval > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_all_within_wrapper';
+
+CREATE FUNCTION "acquire_fenced_all_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"keys" TEXT[] /* :: std :: option :: Option < Array < & str > > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_all_named_wrapper';
+
+CREATE FUNCTION "acquire_fenced_all_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"keys" TEXT[], /* :: std :: option :: Option < Array < & str > > */
+	"timeout" interval /* Option < Interval > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_all_named_within_wrapper';
+
+CREATE FUNCTION "try_acquire_fenced_all"(
+	"ns" INT, /* Option < i32 > */
+	"ids" INT[] /* :: std :: option :: Option < Array < i32 > > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_all_wrapper';
+
+CREATE FUNCTION "try_acquire_fenced_all_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"keys" TEXT[] /* :: std :: option :: Option < Array < & str > > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_all_named_wrapper';
+
+COMMENT ON FUNCTION acquire_fenced_all(integer, integer[]) IS
+    'Wait for the transaction-scoped advisory locks on (ns, id) for every id (each once), taken '
+    'in ascending order so that overlapping sets never deadlock, and return one new fencing '
+    'token for all of them, larger than every token granted before.';
+
+COMMENT ON FUNCTION acquire_fenced_all(integer, integer[], interval) IS
+    'Like acquire_fenced_all(ns, ids), but the whole call waits at most timeout, then raises '
+    'SQLSTATE 55P03 naming the busy key and its holders.';
+
+COMMENT ON FUNCTION try_acquire_fenced_all(integer, integer[]) IS
+    'Take the transaction-scoped advisory locks on (ns, id) for every id without waiting, all '
+    'or none: one new fencing token, or NULL (nothing taken) when another session holds any.';
+
+COMMENT ON FUNCTION acquire_fenced_all_named(text, text[]) IS
+    'acquire_fenced_all for named keys of a registered namespace: one token for all of them.';
+
+COMMENT ON FUNCTION acquire_fenced_all_named(text, text[], interval) IS
+    'acquire_fenced_all_named, the whole call waiting at most timeout (then 55P03).';
+
+COMMENT ON FUNCTION try_acquire_fenced_all_named(text, text[]) IS
+    'try_acquire_fenced_all for named keys of a registered namespace: all or none.';
+
 -- Each new form gets the privileges of the function it extends (a DBA who revoked
--- current_fence or fenced_update from PUBLIC did not mean the new forms to be PUBLIC's);
+-- current_fence or fenced_update from PUBLIC did not mean the new forms to be PUBLIC's, nor
+-- one who revoked acquire_fenced the many-key form);
 -- sources with the default privileges leave the new forms at theirs.
 DO $copy_privileges$
 DECLARE
@@ -176,7 +250,13 @@ BEGIN
             ('fenced_update_strict(text, anyelement, bigint, jsonb, text, text)',
              'fenced_update(text, anyelement, bigint, jsonb, text, text)'),
             ('fenced_update_strict(text, text, bigint, jsonb, text, text)',
-             'fenced_update(text, text, bigint, jsonb, text, text)')
+             'fenced_update(text, text, bigint, jsonb, text, text)'),
+            ('acquire_fenced_all(integer, integer[])', 'acquire_fenced(integer, integer)'),
+            ('acquire_fenced_all(integer, integer[], interval)', 'acquire_fenced(integer, integer)'),
+            ('try_acquire_fenced_all(integer, integer[])', 'try_acquire_fenced(integer, integer)'),
+            ('acquire_fenced_all_named(text, text[])', 'acquire_fenced_named(text, text)'),
+            ('acquire_fenced_all_named(text, text[], interval)', 'acquire_fenced_named(text, text)'),
+            ('try_acquire_fenced_all_named(text, text[])', 'try_acquire_fenced_named(text, text)')
           ) AS c(target, source)
           JOIN pg_catalog.pg_proc p
             ON p.oid OPERATOR(pg_catalog.=) ('@extschema@.' || c.source)::pg_catalog.regprocedure

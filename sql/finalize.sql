@@ -183,6 +183,28 @@ COMMENT ON FUNCTION new_fencing_token() IS
     'A fencing token from the same allocator as every grant''s, without taking any lock: only '
     'safe under a lock that already orders the holders (a row claimed FOR UPDATE SKIP LOCKED).';
 
+COMMENT ON FUNCTION acquire_fenced_all(integer, integer[]) IS
+    'Wait for the transaction-scoped advisory locks on (ns, id) for every id (each once), taken '
+    'in ascending order so that overlapping sets never deadlock, and return one new fencing '
+    'token for all of them, larger than every token granted before.';
+
+COMMENT ON FUNCTION acquire_fenced_all(integer, integer[], interval) IS
+    'Like acquire_fenced_all(ns, ids), but the whole call waits at most timeout, then raises '
+    'SQLSTATE 55P03 naming the busy key and its holders.';
+
+COMMENT ON FUNCTION try_acquire_fenced_all(integer, integer[]) IS
+    'Take the transaction-scoped advisory locks on (ns, id) for every id without waiting, all '
+    'or none: one new fencing token, or NULL (nothing taken) when another session holds any.';
+
+COMMENT ON FUNCTION acquire_fenced_all_named(text, text[]) IS
+    'acquire_fenced_all for named keys of a registered namespace: one token for all of them.';
+
+COMMENT ON FUNCTION acquire_fenced_all_named(text, text[], interval) IS
+    'acquire_fenced_all_named, the whole call waiting at most timeout (then 55P03).';
+
+COMMENT ON FUNCTION try_acquire_fenced_all_named(text, text[]) IS
+    'try_acquire_fenced_all for named keys of a registered namespace: all or none.';
+
 COMMENT ON FUNCTION enforce_fence() IS
     'Trigger function: BEFORE UPDATE ... FOR EACH ROW EXECUTE FUNCTION enforce_fence(''fence'') '
     'refuses, with SQLSTATE SF001, any UPDATE that lowers the fence column or sets it to NULL.';

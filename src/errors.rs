@@ -90,6 +90,22 @@ pub enum FencedError {
         argument: &'static str,
         limit: usize,
     },
+    /// A set of keys (an array argument) with no key in it.
+    EmptyKeySet {
+        function: &'static str,
+        argument: &'static str,
+    },
+    /// A set of keys with a NULL among them.
+    NullKey {
+        function: &'static str,
+        argument: &'static str,
+    },
+    /// More keys in one call than a call may take.
+    TooManyKeys {
+        function: &'static str,
+        argument: &'static str,
+        limit: usize,
+    },
     /// The token sequence was made UNLOGGED: after a crash it would restart and repeat tokens.
     UnloggedTokenSequence,
     /// A query fenced_lock runs itself (through SPI) failed in a way PostgreSQL did not report
@@ -146,7 +162,11 @@ impl FencedError {
     fn code(&self) -> PgSqlErrorCode {
         use PgSqlErrorCode::*;
         match self {
-            FencedError::NullArgument { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            FencedError::NullArgument { .. } | FencedError::NullKey { .. } => {
+                ERRCODE_NULL_VALUE_NOT_ALLOWED
+            }
+            FencedError::EmptyKeySet { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+            FencedError::TooManyKeys { .. } => ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             FencedError::NegativeTimeout
             | FencedError::TimeoutTooLong
             | FencedError::InvalidArgument { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
@@ -238,6 +258,17 @@ impl FencedError {
                 argument,
                 limit,
             } => format!("{function}: \"{argument}\" must be at most {limit} bytes long"),
+            FencedError::EmptyKeySet { function, argument } => {
+                format!("{function}: \"{argument}\" must name at least one key")
+            }
+            FencedError::NullKey { function, argument } => {
+                format!("{function}: \"{argument}\" must not contain NULL")
+            }
+            FencedError::TooManyKeys {
+                function,
+                argument,
+                limit,
+            } => format!("{function}: \"{argument}\" may name at most {limit} keys"),
             FencedError::UnloggedTokenSequence => {
                 "the token sequence of fenced_lock is UNLOGGED: tokens would repeat after a crash"
                     .into()
@@ -343,6 +374,10 @@ impl FencedError {
             }
             FencedError::ValueTooLong { .. } => {
                 "An owner or a key is an identifier: use a shorter one (a UUID, a host and PID)."
+            }
+            FencedError::TooManyKeys { .. } => {
+                "Each key is a lock in the lock table (max_locks_per_transaction): lock a \
+                 coarser key that stands for the set instead."
             }
             FencedError::UnknownNamespace { .. } => {
                 "Register it first: SELECT register_namespace('name');"

@@ -19,6 +19,7 @@
 //! - `namespaces`: the registry and `fenced_key`.
 //! - `locking`: the lock manager, the key forms of every key-taking function, and the
 //!   transaction-scoped functions.
+//! - `key_sets`: many keys in one call (`acquire_fenced_all`), in ascending order, one token.
 //! - `session`: the session-scoped functions, with owners, and leader election.
 //! - `leases`: table-backed leases (owner, TTL on the database clock) for pooled clients.
 //! - `inspection`: the rows of `fenced_locks`, and `force_release`.
@@ -39,6 +40,7 @@ mod errors;
 mod extension;
 mod grants;
 mod inspection;
+mod key_sets;
 mod leases;
 mod locking;
 mod namespaces;

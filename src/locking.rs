@@ -40,9 +40,14 @@ impl Keyed {
     ) -> Keyed {
         let namespace = required(namespace, function, "namespace").or_raise();
         let key = required(key, function, "key").or_raise();
+        Keyed::in_namespace(namespaces::namespace_id(fcinfo, namespace), key)
+    }
+
+    /// `key` in the namespace whose id is `ns`: (ns, fenced_key(key)).
+    pub fn in_namespace(ns: i32, key: &str) -> Keyed {
         Keyed {
             key: LockKey {
-                ns: namespaces::namespace_id(fcinfo, namespace),
+                ns,
                 id: namespaces::fnv1a_32(key.as_bytes()),
             },
             label: Some(key.to_string()),
@@ -83,17 +88,18 @@ pub(crate) fn owner_argument<'a>(owner: Option<&'a str>, function: &'static str)
 
 /// How long an acquisition may wait for the key.
 #[derive(Clone, Copy)]
-enum Wait {
+pub(crate) enum Wait {
     /// Until granted, or until lock_timeout, statement_timeout, cancel or a deadlock ends it.
     Unbounded,
     /// Not at all: a busy key is reported as None.
     Never,
-    /// At most this many milliseconds; then (or at once, for 0) raise 55P03.
-    AtMost(i32),
+    /// At most `millis` milliseconds; then (or at once, for 0) raise 55P03, which names the
+    /// caller's whole timeout, `of` (a call that takes several keys shares one timeout).
+    AtMost { millis: i32, of: i32 },
 }
 
 impl Wait {
-    fn from_timeout(timeout: Interval) -> Wait {
+    pub(crate) fn from_timeout(timeout: Interval) -> Wait {
         let micros = timeout.as_micros();
         if micros < 0 {
             FencedError::NegativeTimeout.raise();
@@ -101,7 +107,7 @@ impl Wait {
         // Round up, so that a positive timeout never becomes "do not wait".
         let millis = (micros + 999) / 1000;
         match i32::try_from(millis) {
-            Ok(millis) => Wait::AtMost(millis),
+            Ok(millis) => Wait::AtMost { millis, of: millis },
             Err(_) => FencedError::TimeoutTooLong.raise(),
         }
     }
@@ -136,6 +142,22 @@ impl<'a> Grant<'a> {
 pub(crate) fn refuse_on_hot_standby() {
     if unsafe { pg_sys::RecoveryInProgress() } {
         FencedError::HotStandby.raise();
+    }
+}
+
+/// A transaction-scoped lock taken outside a transaction block would end with its statement:
+/// 25P01 (or, with fenced_lock.outside_transaction = warning, a WARNING once per
+/// transaction). An implicit block (several statements in one simple query) counts as a block.
+pub(crate) fn refuse_outside_transaction_block(function: &'static str, key: LockKey) {
+    if unsafe { pg_sys::IsTransactionBlock() } {
+        return;
+    }
+    match settings::outside_transaction() {
+        OutsideTransaction::Error => outside_transaction_block(function, key, PgLogLevel::ERROR),
+        OutsideTransaction::Warning if grants::first_warning_in_transaction() => {
+            outside_transaction_block(function, key, PgLogLevel::WARNING)
+        }
+        OutsideTransaction::Warning => {}
     }
 }
 
@@ -184,17 +206,8 @@ fn acquire(
     let key = keyed.key;
     refuse_on_hot_standby();
     refuse_in_parallel_mode(function);
-    // An implicit block (several statements in one simple query) counts as a block.
-    if scope == Scope::Transaction && !unsafe { pg_sys::IsTransactionBlock() } {
-        match settings::outside_transaction() {
-            OutsideTransaction::Error => {
-                outside_transaction_block(function, key, PgLogLevel::ERROR)
-            }
-            OutsideTransaction::Warning if grants::first_warning_in_transaction() => {
-                outside_transaction_block(function, key, PgLogLevel::WARNING)
-            }
-            OutsideTransaction::Warning => {}
-        }
+    if scope == Scope::Transaction {
+        refuse_outside_transaction_block(function, key);
     }
     // One grant, one token: a key this backend holds is not locked or numbered again. A
     // session grant goes back only to its owner: behind a pooler this session may now serve
@@ -297,7 +310,7 @@ pub(crate) fn current_grant(key: LockKey) -> Option<(Scope, i64)> {
 }
 
 /// Takes the exclusive advisory lock at `scope`; false when `Wait::Never` found it held.
-fn lock(key: LockKey, wait: Wait, scope: Scope) -> bool {
+pub(crate) fn lock(key: LockKey, wait: Wait, scope: Scope) -> bool {
     let tag = key.locktag();
     let session = scope == Scope::Session;
     let lock_acquire = |dont_wait: bool| unsafe {
@@ -307,15 +320,15 @@ fn lock(key: LockKey, wait: Wait, scope: Scope) -> bool {
     match wait {
         Wait::Unbounded => lock_acquire(false),
         Wait::Never => lock_acquire(true),
-        Wait::AtMost(0) => lock_acquire(true) || not_acquired(key, 0),
-        Wait::AtMost(timeout_ms) => {
+        Wait::AtMost { millis: 0, of } => lock_acquire(true) || not_acquired(key, of),
+        Wait::AtMost { millis, of } => {
             // The lock manager's own lock_timeout machinery bounds the wait, so the wait
             // stays in the queue (fair, deadlock-checked) rather than polling.
             let saved = unsafe { pg_sys::LockTimeout };
-            unsafe { pg_sys::LockTimeout = timeout_ms };
+            unsafe { pg_sys::LockTimeout = millis };
             PgTryBuilder::new(|| lock_acquire(false))
                 .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| {
-                    not_acquired(key, timeout_ms)
+                    not_acquired(key, of)
                 })
                 .finally(|| unsafe { pg_sys::LockTimeout = saved })
                 .execute()

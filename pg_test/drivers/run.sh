@@ -124,11 +124,12 @@ output=$(
 echo "$output"
 passed=$(grep -cE ': ok( |$)' <<<"$output")
 failed=$(grep -c ': FAILED' <<<"$output")
-# A line per pattern: the Python drivers 10 direct and 9 pooled, the others 9 and 8
-# (lease_wait needs threads: Python only); the lease stress run; a mixed line per driver and
-# one per control.
+# A line per pattern: the Python drivers 11 direct and 10 pooled, node-postgres and
+# rust-postgres 10 and 9, the others 9 and 8 (lease_wait needs threads: Python only;
+# many_keys: Python, node-postgres and rust-postgres); the lease stress run; a mixed line per
+# driver and one per control.
 controls=$(printf '%s\n' "${DRIVERS[@]}" | grep -c '|[a-z]\+$')
-expected=$((4 * (10 + 9) + 8 * (9 + 8) + 1 + ${#DRIVERS[@]} + controls))
+expected=$((4 * (11 + 10) + 2 * (10 + 9) + 6 * (9 + 8) + 1 + ${#DRIVERS[@]} + controls))
 if ((passed + failed != expected)); then
     echo "drivers: expected $expected result lines, got $((passed + failed))"
     failed=$((failed + expected - passed - failed))

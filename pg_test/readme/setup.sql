@@ -4,8 +4,10 @@
 \set account_id 7
 \set job_id 3
 \set tenant_id 11
+\set from_id 7
+\set to_id 8
 CREATE TABLE accounts (id int PRIMARY KEY, owner text, balance numeric, fence bigint);
-INSERT INTO accounts VALUES (7, 'alice', 100, NULL);
+INSERT INTO accounts VALUES (7, 'alice', 100, NULL), (8, 'bob', 50, NULL);
 CREATE TABLE jobs (id int PRIMARY KEY, state text NOT NULL DEFAULT 'pending',
                    lease_until timestamptz, fence bigint);
 INSERT INTO jobs (id) SELECT g FROM generate_series(40, 49) g;

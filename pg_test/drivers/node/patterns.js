@@ -109,6 +109,21 @@ const patterns = {
     check(named !== byBigint, 'two keys shared a grant');
   },
 
+  async many_keys(a, b) {
+    // Two keys in one call, listed in either order: one token; an overlapping try gets NULL.
+    await one(a, 'BEGIN');
+    const token = await one(a, 'SELECT acquire_fenced_all($1, $2)', 4201, [BASE + 11, BASE + 10]);
+    await one(b, 'BEGIN');
+    const busy = await one(b, 'SELECT try_acquire_fenced_all($1, $2)', 4201, [BASE + 12, BASE + 11]);
+    await one(b, 'ROLLBACK');
+    const named = await one(a, 'SELECT acquire_fenced_all_named($1, $2)', 'drivers',
+      [`from:${BASE}`, `to:${BASE}`]);
+    await one(a, 'COMMIT');
+    check(typeof token === 'bigint' && token > 0n, `token ${token}`);
+    check(busy === null, `an overlapping set was taken: ${busy}`);
+    check(typeof named === 'bigint' && named > token, `named keys gave ${named}`);
+  },
+
   async autocommit(a) {
     const state = await sqlstateOf(a, 'SELECT acquire_fenced($1, $2)', 4201, BASE + 5);
     check(state === '25P01', `SQLSTATE ${state}`);

@@ -250,6 +250,22 @@ def named_and_bigint(a, b):
     assert named != by_bigint, "two keys shared a grant"
 
 
+def many_keys(a, b):
+    # Two keys in one call, listed in either order: one token; the other client, asking for an
+    # overlapping set without waiting, gets NULL and holds nothing.
+    a.one("BEGIN")
+    token = a.one("SELECT acquire_fenced_all($1, $2)", 4201, [BASE + 11, BASE + 10])
+    b.one("BEGIN")
+    busy = b.one("SELECT try_acquire_fenced_all($1, $2)", 4201, [BASE + 12, BASE + 11])
+    b.one("ROLLBACK")
+    named = a.one("SELECT acquire_fenced_all_named($1, $2)", "drivers",
+                  [f"from:{BASE}", f"to:{BASE}"])
+    a.one("COMMIT")
+    assert type(token) is int and token > 0, f"token {token!r}"
+    assert busy is None, f"an overlapping set was taken: {busy!r}"
+    assert type(named) is int and named > token, f"named keys gave {named!r}"
+
+
 def autocommit(a, b):
     outside = a.autocommit()
     state = sqlstate_of(outside, "SELECT acquire_fenced($1, $2)", 4201, BASE + 5)
@@ -317,7 +333,7 @@ def leader_owner(a, b):
 
 def run_patterns():
     patterns = [guarded_write, skip_if_busy, bounded_wait, stale_write, named_and_bigint,
-                autocommit, lease, lease_wait, leader_owner]
+                many_keys, autocommit, lease, lease_wait, leader_owner]
     # Session-scoped locks belong to one server connection: not through a transaction pooler.
     if route == "direct":
         patterns.append(session_lease)

@@ -85,6 +85,41 @@ impl Suite {
         )
     }
 
+    /// Two keys in one call, listed in either order: one token; an overlapping try gets NULL.
+    fn many_keys(&mut self) -> Outcome {
+        let keys = vec![self.base + 11, self.base + 10];
+        let overlapping = vec![self.base + 12, self.base + 11];
+        let names = vec![format!("from:{}", self.base), format!("to:{}", self.base)];
+        let mut holder = self.a.transaction().map_err(|e| e.to_string())?;
+        let token: i64 = holder
+            .query_one("SELECT acquire_fenced_all($1, $2)", &[&4201, &keys])
+            .map_err(|e| e.to_string())?
+            .get(0);
+        let mut other = self.b.transaction().map_err(|e| e.to_string())?;
+        let busy: Option<i64> = other
+            .query_one(
+                "SELECT try_acquire_fenced_all($1, $2)",
+                &[&4201, &overlapping],
+            )
+            .map_err(|e| e.to_string())?
+            .get(0);
+        other.rollback().map_err(|e| e.to_string())?;
+        let named: i64 = holder
+            .query_one(
+                "SELECT acquire_fenced_all_named($1, $2)",
+                &[&"drivers", &names],
+            )
+            .map_err(|e| e.to_string())?
+            .get(0);
+        holder.commit().map_err(|e| e.to_string())?;
+        check(token > 0, format!("token {token}"))?;
+        check(
+            busy.is_none(),
+            format!("an overlapping set was taken: {busy:?}"),
+        )?;
+        check(named > token, format!("named keys gave {named}"))
+    }
+
     fn skip_if_busy(&mut self) -> Outcome {
         let key = self.base + 2;
         let mut holder = self.a.transaction().map_err(|e| e.to_string())?;
@@ -410,6 +445,7 @@ fn run_patterns(route: String) -> bool {
         ("bounded_wait", Suite::bounded_wait),
         ("stale_write", Suite::stale_write),
         ("named_and_bigint", Suite::named_and_bigint),
+        ("many_keys", Suite::many_keys),
         ("autocommit", Suite::autocommit),
         ("lease", Suite::lease),
         ("leader_owner", Suite::leader_owner),
