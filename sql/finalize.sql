@@ -316,6 +316,7 @@ COMMENT ON FUNCTION force_release(integer, integer) IS
 -- untyped driver call must never pick another key): F_named(namespace text, key text, ...) and
 -- F_named_bigint(namespace text, key bigint, ...), for the key (registered id of namespace,
 -- fenced_key(key)); a bigint key is the same key as its decimal text. Their comments say so.
+-- (acquire_fenced_all_named and its forms take many keys: their comments are above.)
 DO $comment_named_forms$
 DECLARE
     f record;
@@ -334,6 +335,8 @@ BEGIN
             ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
            AND d.refobjid = e.oid AND e.extname = 'fenced_lock'
          WHERE p.proname ~ '_named(_bigint)?$'
+           -- Not the key-set forms (keys text[]): their comments are their own.
+           AND p.proargtypes[1] <> 'pg_catalog.text[]'::pg_catalog.regtype
     LOOP
         EXECUTE pg_catalog.format('COMMENT ON FUNCTION %s IS %L', f.signature,
             pg_catalog.format('%s for the key (registered id of namespace, fenced_key(%s)).',
