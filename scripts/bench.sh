@@ -30,7 +30,8 @@ WORKLOADS=(floor=floor raw_two_statements=raw_two_statements raw_one_statement=r
     raw_write=raw_write acquire_write=acquire_write
     acquire_write_nondurable=acquire_write:"-c fenced_lock.durable_tokens=off"
     update_raw=update_raw update_fenced=update_fenced update_plpgsql=update_plpgsql
-    lease_cycle=lease_cycle raw_lease_cycle=raw_lease_cycle)
+    lease_cycle=lease_cycle raw_lease_cycle=raw_lease_cycle
+    claim_fenced=claim_fenced claim_raw=claim_raw)
 
 trap 'scripts/pg.sh stop "$DIR"; scripts/pg.sh stop "$PER_CALL_DIR"' EXIT
 scripts/pg.sh stop "$DIR"
@@ -65,6 +66,11 @@ psql "$URL" -qX \
             UPDATE bench_updates_plpgsql SET payload = p_payload, fence = p_token
              WHERE id = p_id AND (fence <= p_token OR fence IS NULL);
             RETURN FOUND; END \$\$" \
+    -c "CREATE TABLE bench_jobs_fenced (id int PRIMARY KEY, state text NOT NULL DEFAULT 'pending',
+                                         lease_until timestamptz, fence bigint NOT NULL DEFAULT 0)" \
+    -c "INSERT INTO bench_jobs_fenced (id) SELECT g FROM generate_series(1, 10000) g" \
+    -c "CREATE TABLE bench_jobs_raw (LIKE bench_jobs_fenced INCLUDING ALL)" \
+    -c "INSERT INTO bench_jobs_raw SELECT * FROM bench_jobs_fenced" \
     -c "VACUUM ANALYZE"
 
 declare -A results
@@ -128,6 +134,7 @@ paired() {
 }
 echo "fenced_update vs hand-written conditional UPDATE (random keys), per round: $(paired update_fenced update_raw);"
 echo "    the same UPDATE in a PL/pgSQL function (no checks) vs the UPDATE: $(paired update_plpgsql update_raw)"
+echo "queue claim (claim 10 with SKIP LOCKED, complete each) with new_fencing_token() vs with fence + 1, per round: $(paired claim_fenced claim_raw)"
 lease=$(median "${results[lease_cycle]}")
 raw=$(median "${results[raw_lease_cycle]}")
 acquire=$(median "${results[acquire_random]}")
