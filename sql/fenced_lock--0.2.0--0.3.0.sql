@@ -227,6 +227,31 @@ COMMENT ON FUNCTION acquire_fenced_all_named(text, text[], interval) IS
 COMMENT ON FUNCTION try_acquire_fenced_all_named(text, text[]) IS
     'try_acquire_fenced_all for named keys of a registered namespace: all or none.';
 
+-- A lock-delay for leases (fenced_lock.lease_lock_delay): existing leases have none.
+ALTER TABLE @extschema@.fenced_lease_state ADD COLUMN lock_delay interval NOT NULL DEFAULT '0';
+CREATE OR REPLACE VIEW @extschema@.fenced_leases AS
+SELECT l.ns,
+       n.name AS namespace,
+       l.key,
+       l.id,
+       l.owner,
+       l.holder AS role,
+       l.token,
+       l.acquired_at,
+       l.renewed_at,
+       l.expires_at,
+       l.expires_at <= pg_catalog.clock_timestamp() AS expired,
+       l.lock_delay,
+       l.expires_at + l.lock_delay AS available_at
+  FROM @extschema@.fenced_lease_state l
+  LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = l.ns
+ WHERE l.owner IS NOT NULL;
+
+COMMENT ON VIEW fenced_leases IS
+    'fenced_lock: every lease held, or expired and not yet taken over: key, owner, the role that '
+    'acquired it, token, acquired/renewed/expires at (the database''s clock), expired, its '
+    'lock_delay and available_at, when another owner can take it if it is not released.';
+
 -- Each new form gets the privileges of the function it extends (a DBA who revoked
 -- current_fence or fenced_update from PUBLIC did not mean the new forms to be PUBLIC's, nor
 -- one who revoked acquire_fenced the many-key form);

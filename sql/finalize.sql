@@ -50,7 +50,9 @@ SELECT l.ns,
        l.acquired_at,
        l.renewed_at,
        l.expires_at,
-       l.expires_at <= pg_catalog.clock_timestamp() AS expired
+       l.expires_at <= pg_catalog.clock_timestamp() AS expired,
+       l.lock_delay,
+       l.expires_at + l.lock_delay AS available_at
   FROM @extschema@.fenced_lease_state l
   LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = l.ns
  WHERE l.owner IS NOT NULL;
@@ -59,7 +61,8 @@ GRANT SELECT ON fenced_leases TO PUBLIC;
 
 COMMENT ON VIEW fenced_leases IS
     'fenced_lock: every lease held, or expired and not yet taken over: key, owner, the role that '
-    'acquired it, token, acquired/renewed/expires at (the database''s clock), expired.';
+    'acquired it, token, acquired/renewed/expires at (the database''s clock), expired, its '
+    'lock_delay and available_at, when another owner can take it if it is not released.';
 
 CREATE FUNCTION fenced_lock_holder(ns int4, id int4) RETURNS SETOF @extschema@.fenced_locks
     LANGUAGE plpgsql STABLE PARALLEL RESTRICTED

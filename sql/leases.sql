@@ -11,6 +11,8 @@ CREATE TABLE fenced_lease_state (
     acquired_at timestamptz,
     renewed_at timestamptz,
     expires_at timestamptz,
+    -- After an unreleased expiry, other owners wait this long too (fenced_lock.lease_lock_delay).
+    lock_delay interval NOT NULL DEFAULT '0',
     PRIMARY KEY (ns, id)
 );
 COMMENT ON TABLE fenced_lease_state IS

@@ -15,7 +15,7 @@ use crate::locking::key_forms;
 use crate::shmem::Part;
 use crate::spi::{self, SavedPlan};
 use crate::types::{required, LockKey};
-use crate::{extension, tokens};
+use crate::{extension, settings, tokens};
 use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -142,7 +142,10 @@ const QUALIFIED_HOLDER_CHECK: &str = "(holder OPERATOR(pg_catalog.=) $4 \
      OR pg_catalog.pg_has_role($4::pg_catalog.oid, holder::pg_catalog.oid, 'USAGE'))";
 
 impl Statements {
-    fn prepare(table: &str) -> Statements {
+    /// The statements for the lease table `table`; `with_lock_delay` when it has the
+    /// lock_delay column (0.3.0's): a server whose library is new but whose extension is not
+    /// yet updated (ALTER EXTENSION fenced_lock UPDATE) keeps working, without a delay.
+    fn prepare(table: &str, with_lock_delay: bool) -> Statements {
         use pg_sys::{INT4OID, INT8OID, INTERVALOID, REGROLEOID, TEXTOID};
         // The row lock, taken without waiting: SKIP LOCKED where a locked row reads as busy,
         // NOWAIT (55P03) where the caller must hear that it could not look.
@@ -156,7 +159,22 @@ impl Statements {
         // One reading of the clock for every timestamp a statement writes.
         let clock = "(SELECT pg_catalog.clock_timestamp() AS now) AS clock";
         let holder = QUALIFIED_HOLDER_CHECK;
-        // The parameters of a new holder's row: key, owner, role, token, key text, TTL.
+        // When a lease that expires unreleased is free for another owner: after its lock-delay.
+        // Without the column, the delay parameters are left unused.
+        let available_at = match with_lock_delay {
+            true => "(expires_at OPERATOR(pg_catalog.+) lock_delay)",
+            false => "expires_at",
+        };
+        let set_delay = |parameter: u32| match with_lock_delay {
+            true => format!(", lock_delay = ${parameter}"),
+            false => String::new(),
+        };
+        let (delay_column, delay_value) = match with_lock_delay {
+            true => (", lock_delay", ", $8"),
+            false => ("", ""),
+        };
+        // The parameters of a new holder's row: key, owner, role, token, key text, TTL,
+        // lock-delay.
         let new_holder = [
             INT4OID,
             INT4OID,
@@ -165,6 +183,7 @@ impl Statements {
             INT8OID,
             TEXTOID,
             INTERVALOID,
+            INTERVALOID,
         ];
         Statements {
             takeable: spi::prepare(
@@ -172,7 +191,7 @@ impl Statements {
                     "SELECT owner IS NOT NULL AND expires_at OPERATOR(pg_catalog.>) {now} \
                             AND owner OPERATOR(pg_catalog.=) $3 AND {holder} \
                        FROM {table} WHERE {key} \
-                        AND (owner IS NULL OR expires_at OPERATOR(pg_catalog.<=) {now} \
+                        AND (owner IS NULL OR {available_at} OPERATOR(pg_catalog.<=) {now} \
                              OR (owner OPERATOR(pg_catalog.=) $3 AND {holder})) \
                         FOR UPDATE SKIP LOCKED"
                 ),
@@ -181,24 +200,26 @@ impl Statements {
             extend: spi::prepare(
                 &format!(
                     "UPDATE {table} SET renewed_at = clock.now, \
-                            expires_at = clock.now OPERATOR(pg_catalog.+) $3 \
-                       FROM {clock} WHERE {key} RETURNING token"
+                            expires_at = clock.now OPERATOR(pg_catalog.+) $3{} \
+                       FROM {clock} WHERE {key} RETURNING token",
+                    set_delay(4)
                 ),
-                &[INT4OID, INT4OID, INTERVALOID],
+                &[INT4OID, INT4OID, INTERVALOID, INTERVALOID],
             ),
             take: spi::prepare(
                 &format!(
                     "UPDATE {table} SET owner = $3, holder = $4, token = $5, key = $6, \
                             acquired_at = clock.now, renewed_at = clock.now, \
-                            expires_at = clock.now OPERATOR(pg_catalog.+) $7 \
-                       FROM {clock} WHERE {key}"
+                            expires_at = clock.now OPERATOR(pg_catalog.+) $7{} \
+                       FROM {clock} WHERE {key}",
+                    set_delay(8)
                 ),
                 &new_holder,
             ),
             expires_in: spi::prepare(
                 &format!(
                     "SELECT COALESCE((pg_catalog.date_part('epoch', \
-                             expires_at OPERATOR(pg_catalog.-) {now}) \
+                             {available_at} OPERATOR(pg_catalog.-) {now}) \
                              OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8, 0) \
                        FROM {table} WHERE {key}"
                 ),
@@ -206,10 +227,10 @@ impl Statements {
             ),
             insert: spi::prepare(
                 &format!(
-                    "INSERT INTO {table} \
-                         (ns, id, owner, holder, token, key, acquired_at, renewed_at, expires_at) \
+                    "INSERT INTO {table} (ns, id, owner, holder, token, key, acquired_at, \
+                                          renewed_at, expires_at{delay_column}) \
                      SELECT $1, $2, $3, $4, $5, $6, clock.now, clock.now, \
-                            clock.now OPERATOR(pg_catalog.+) $7 FROM {clock} \
+                            clock.now OPERATOR(pg_catalog.+) $7{delay_value} FROM {clock} \
                      ON CONFLICT (ns, id) DO NOTHING RETURNING token"
                 ),
                 &new_holder,
@@ -217,12 +238,20 @@ impl Statements {
             renew: spi::prepare(
                 &format!(
                     "UPDATE {table} AS t SET renewed_at = clock.now, \
-                            expires_at = clock.now OPERATOR(pg_catalog.+) $5 \
+                            expires_at = clock.now OPERATOR(pg_catalog.+) $5{} \
                        FROM {clock} \
                       WHERE {key} AND token OPERATOR(pg_catalog.=) $3 AND owner IS NOT NULL \
-                        AND {holder} AND {locked_row_nowait} RETURNING expires_at"
+                        AND {holder} AND {locked_row_nowait} RETURNING expires_at",
+                    set_delay(6)
                 ),
-                &[INT4OID, INT4OID, INT8OID, REGROLEOID, INTERVALOID],
+                &[
+                    INT4OID,
+                    INT4OID,
+                    INT8OID,
+                    REGROLEOID,
+                    INTERVALOID,
+                    INTERVALOID,
+                ],
             ),
             release: spi::prepare(
                 &format!(
@@ -241,7 +270,7 @@ impl Statements {
                                 pg_catalog.format('(%s,0)', $1)::pg_catalog.tid \
                         AND ctid OPERATOR(pg_catalog.<) \
                                 pg_catalog.format('(%s,0)', $2)::pg_catalog.tid \
-                        AND (owner IS NULL OR expires_at OPERATOR(pg_catalog.<) \
+                        AND (owner IS NULL OR {available_at} OPERATOR(pg_catalog.<) \
                              ({now} OPERATOR(pg_catalog.-) '{RETENTION}'::pg_catalog.interval)) \
                         FOR UPDATE SKIP LOCKED))"
                 ),
@@ -267,9 +296,11 @@ impl Statements {
 }
 
 thread_local! {
-    /// The statements, prepared for the lease table with this OID (a new table, after DROP
-    /// and CREATE EXTENSION, gets new ones).
-    static STATEMENTS: std::cell::RefCell<Option<(pg_sys::Oid, std::rc::Rc<Statements>)>> =
+    /// The statements, prepared for the lease table with this OID, with or without its
+    /// lock_delay column (a new table, after DROP and CREATE EXTENSION, or the column added by
+    /// the upgrade, gets new ones).
+    #[allow(clippy::type_complexity)]
+    static STATEMENTS: std::cell::RefCell<Option<((pg_sys::Oid, bool), std::rc::Rc<Statements>)>> =
         const { std::cell::RefCell::new(None) };
 }
 
@@ -281,14 +312,17 @@ fn as_table_owner<R>(
     work: impl FnOnce(&Statements, pg_sys::Oid) -> R,
 ) -> R {
     let table_oid = extension::relation(fcinfo, LEASE_TABLE);
+    // ALTER EXTENSION fenced_lock UPDATE adds the column under running sessions.
+    let with_lock_delay = unsafe { pg_sys::get_attnum(table_oid, c"lock_delay".as_ptr()) } > 0;
+    let prepared_for = (table_oid, with_lock_delay);
     extension::as_owner_of(table_oid, |caller| {
         spi::connected(|| {
             let statements = STATEMENTS.with_borrow_mut(|cached| match cached {
-                Some((oid, statements)) if *oid == table_oid => statements.clone(),
+                Some((key, statements)) if *key == prepared_for => statements.clone(),
                 _ => {
                     let table = extension::qualified(fcinfo, LEASE_TABLE);
-                    let fresh = std::rc::Rc::new(Statements::prepare(&table));
-                    if let Some((_, stale)) = cached.replace((table_oid, fresh.clone())) {
+                    let fresh = std::rc::Rc::new(Statements::prepare(&table, with_lock_delay));
+                    if let Some((_, stale)) = cached.replace((prepared_for, fresh.clone())) {
                         if let Ok(stale) = std::rc::Rc::try_unwrap(stale) {
                             stale.free();
                         }
@@ -317,6 +351,12 @@ fn positive(
     interval
 }
 
+/// The lock-delay recorded with a lease this session acquires or renews
+/// (fenced_lock.lease_lock_delay).
+fn lock_delay() -> Interval {
+    Interval::from_micros(settings::lease_lock_delay_ms() * 1000)
+}
+
 /// The lease's state before an acquire, seen by one statement.
 enum Seen {
     /// Taken (new token) or extended (same token): the token.
@@ -342,6 +382,9 @@ fn attempt(
     let (ns, id) = (keyed.key.ns.into_datum(), keyed.key.id.into_datum());
     let (owner, role) = (owner.into_datum(), role.into_datum());
     let (label, ttl) = (keyed.label.as_deref().into_datum(), ttl.into_datum());
+    let delay = lock_delay().into_datum();
+    // The parameters of `take` and `insert`: the new holder's row.
+    let new_holder = |token: i64| [ns, id, owner, role, token.into_datum(), label, ttl, delay];
     loop {
         // Locks the row only when this call may take it, so a busy lease is never blocked
         // by a caller that only looked (the holder must be able to renew and release).
@@ -349,16 +392,14 @@ fn attempt(
         match first::<bool>() {
             // Still held by this owner: the same token, the TTL extended.
             Some(true) => {
-                statements.extend.execute(&[ns, id, ttl]);
+                statements.extend.execute(&[ns, id, ttl, delay]);
                 return Seen::Granted(first::<i64>().unwrap_or_default());
             }
             // Free, expired, or this owner's after expiry: drawn under the row lock, after
             // every token of earlier holders, the token of a new grant.
             Some(false) => {
                 let token = tokens::next_token(fcinfo);
-                statements
-                    .take
-                    .execute(&[ns, id, owner, role, token.into_datum(), label, ttl]);
+                statements.take.execute(&new_holder(token));
                 return Seen::Granted(token);
             }
             None => {}
@@ -378,9 +419,7 @@ fn attempt(
         sweep(statements, fcinfo);
         // Tokens only rise: one drawn now is above every earlier holder's, swept rows' too.
         let token = tokens::next_token(fcinfo);
-        statements
-            .insert
-            .execute(&[ns, id, owner, role, token.into_datum(), label, ttl]);
+        statements.insert.execute(&new_holder(token));
         if first::<i64>().is_some() {
             return Seen::Granted(token);
         }
@@ -575,6 +614,7 @@ key_forms! {
                 token.into_datum(),
                 role.into_datum(),
                 ttl.into_datum(),
+                lock_delay().into_datum(),
             ]);
             first::<TimestampWithTimeZone>()
         })

@@ -44,6 +44,11 @@ pub fn failover_skip() -> i64 {
     i64::from(FAILOVER_SKIP.get().max(0))
 }
 
+/// fenced_lock.lease_lock_delay, in milliseconds (never negative: the minimum is 0).
+pub fn lease_lock_delay_ms() -> i64 {
+    i64::from(LEASE_LOCK_DELAY.get().max(0))
+}
+
 /// fenced_lock.outside_transaction: what a transaction-scoped acquire does in autocommit.
 pub fn outside_transaction() -> OutsideTransaction {
     OUTSIDE_TRANSACTION.get()
@@ -62,6 +67,12 @@ static MAX_GRANTS: GucSetting<i32> = GucSetting::<i32>::new(16384);
 /// many numbers. Only when preloaded; 1 turns the allocator off. Server-wide and fixed at
 /// start: backends mixing the allocator and the sequence would hand out tokens out of order.
 static TOKEN_BLOCK: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+
+/// How long a lease that expired unreleased stays unavailable to other owners after its
+/// expiry (Consul's and Chubby's lock-delay): its holder may still be acting on resources that
+/// cannot check a token. Recorded with the lease at each acquire and renew; any role may
+/// choose it for the leases it takes.
+static LEASE_LOCK_DELAY: GucSetting<i32> = GucSetting::<i32>::new(0);
 
 /// Numbers skipped at the first token drawn on a new timeline (after a promotion or a
 /// point-in-time recovery), so that no token the old primary handed out after the last WAL
@@ -89,6 +100,19 @@ pub fn define() {
         &OUTSIDE_TRANSACTION,
         GucContext::Userset,
         GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"fenced_lock.lease_lock_delay",
+        c"How long a lease that expired without a release stays unavailable to other owners.",
+        c"Recorded with a lease when it is acquired or renewed. After such a lease expires \
+          unreleased, another owner can take it only once this delay has passed as well (a \
+          waiting acquire_lease sleeps until then); release_lease frees it at once. 0 (the \
+          default): no delay.",
+        &LEASE_LOCK_DELAY,
+        0,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_MS,
     );
     // A postmaster-level setting can only be created while the postmaster loads the library;
     // loaded later (not preloaded), there is no grants table for it to size anyway.
