@@ -16,6 +16,15 @@ BEGIN;
 SELECT try_acquire_fenced(1001, 42);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
+-- Many keys in one call too.
+BEGIN;
+SELECT acquire_fenced_all(1001, '{41,42}');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN;
+SELECT try_acquire_fenced_all(1001, '{41,42}');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
 -- Leases too: 25006 (acquire) and PostgreSQL's own 25006 for a write (renew, release); the
 -- replicated lease table is readable.
 SELECT acquire_lease(1001, 42, 'standby', '1 minute');
