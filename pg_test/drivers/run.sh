@@ -26,9 +26,10 @@ DATABASE=fenced_lock_drivers
 mkdir -p "$ROOT"
 
 # Drivers, pinned.
-PYPI=('psycopg[binary]==3.3.9' 'asyncpg==0.32.0' 'SQLAlchemy==2.1.9')
-if [ "$("$ROOT/venv/bin/python" -c 'import psycopg, asyncpg, sqlalchemy
-print(psycopg.__version__, asyncpg.__version__, sqlalchemy.__version__)' 2>/dev/null)" != "3.3.9 0.32.0 2.1.9" ]; then
+# SQLAlchemy's asyncio engine needs greenlet, which 2.1 installs only with [asyncio].
+PYPI=('psycopg[binary]==3.3.9' 'asyncpg==0.32.0' 'SQLAlchemy[asyncio]==2.1.9' 'greenlet==3.5.6')
+if [ "$("$ROOT/venv/bin/python" -c 'import psycopg, asyncpg, sqlalchemy, greenlet
+print(psycopg.__version__, asyncpg.__version__, sqlalchemy.__version__, greenlet.__version__)' 2>/dev/null)" != "3.3.9 0.32.0 2.1.9 3.5.6" ]; then
     python3 -m venv "$ROOT/venv"
     "$ROOT/venv/bin/pip" install -q --no-cache-dir "${PYPI[@]}" </dev/null
 fi
@@ -107,7 +108,9 @@ output=$(
         IFS='|' read -r name command control <<<"$driver"
         for route in direct pooled; do
             # shellcheck disable=SC2086 # the command is words
-            $command $route 2>&1 | grep -E ': (ok|FAILED)'
+            lines=$($command $route 2>&1) || true
+            grep -E ': (ok|FAILED)' <<<"$lines" ||
+                echo "$name $route: FAILED: no pattern ran: $(tail -3 <<<"$lines" | tr '\n' ' ')"
         done
     done
     "$ROOT/venv/bin/python" pg_test/drivers/python/lease_stress.py 2>&1
