@@ -295,12 +295,15 @@ impl Statements {
     }
 }
 
+/// What the statements were prepared for: the lease table's OID, and whether it has the
+/// lock_delay column.
+type PreparedFor = (pg_sys::Oid, bool);
+
 thread_local! {
     /// The statements, prepared for the lease table with this OID, with or without its
     /// lock_delay column (a new table, after DROP and CREATE EXTENSION, or the column added by
     /// the upgrade, gets new ones).
-    #[allow(clippy::type_complexity)]
-    static STATEMENTS: std::cell::RefCell<Option<((pg_sys::Oid, bool), std::rc::Rc<Statements>)>> =
+    static STATEMENTS: std::cell::RefCell<Option<(PreparedFor, std::rc::Rc<Statements>)>> =
         const { std::cell::RefCell::new(None) };
 }
 
@@ -314,7 +317,7 @@ fn as_table_owner<R>(
     let table_oid = extension::relation(fcinfo, LEASE_TABLE);
     // ALTER EXTENSION fenced_lock UPDATE adds the column under running sessions.
     let with_lock_delay = unsafe { pg_sys::get_attnum(table_oid, c"lock_delay".as_ptr()) } > 0;
-    let prepared_for = (table_oid, with_lock_delay);
+    let prepared_for: PreparedFor = (table_oid, with_lock_delay);
     extension::as_owner_of(table_oid, |caller| {
         spi::connected(|| {
             let statements = STATEMENTS.with_borrow_mut(|cached| match cached {
