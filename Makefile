@@ -1,9 +1,21 @@
 # fenced_lock: `make run` sets up everything and leaves a demo server running;
 # `make test` sets up everything and runs every suite. Both are safe to repeat.
+# `make && make install PG_CONFIG=/path/to/pg_config` builds and installs for that PostgreSQL.
 
-# The PostgreSQL major: 15 (Debian's, the default), 16 or 18 (PyPI wheels, scripts/pg-config.sh).
+VERSION   := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -1)
+# The PostgreSQL major: 15 (Debian's, the default), 16 or 18 (PyPI wheels, scripts/pg-config.sh),
+# or the major of the pg_config the user names (the PGXS convention). An unsupported major is
+# refused here, before anything is built.
 PG        := 15
+ifneq ($(filter command line environment,$(origin PG_CONFIG)),)
+USER_PG_CONFIG := yes
+PG := $(shell scripts/pg-major.sh $(PG_CONFIG) 2>&1)
+ifneq ($(filter-out 15 16 18,$(PG)),)
+$(error $(PG))
+endif
+else
 PG_CONFIG  = $(shell scripts/pg-config.sh $(PG))
+endif
 PG_BIN     = $(shell $(PG_CONFIG) --bindir)
 # Each major's servers and build outputs are its own; 15 keeps 0.1.0's places.
 RUN_DIR   := build/pg$(if $(filter 15,$(PG)),,$(PG))/run
@@ -18,18 +30,38 @@ export PGRX_HOME := $(CURDIR)/build/pgrx-home
 # What `make psql` and `make stop` need to reach the server `make run` started.
 MAKE_ARGS := $(if $(filter 15,$(PG)),,PG=$(PG)) $(if $(filter 54315,$(PORT)),,PORT=$(PORT))
 
-.PHONY: all setup install run demo psql stop test lint unit sql-tests faults bench clean
+.PHONY: all build-setup setup install run demo psql stop test lint unit sql-tests faults bench \
+	package dist clean
 
-all: test
+# `make` builds the release library and scripts for PG_CONFIG (or PG) without installing them:
+# what `pgxn install` runs before `make install`.
+all: $(if $(USER_PG_CONFIG),build-setup,setup)
+	CARGO_TARGET_DIR=$(TARGET_DIR) cargo pgrx package --pg-config $(PG_CONFIG) \
+	    --out-dir build/stage/pg$(PG)
+
+# Only what building for the user's PG_CONFIG needs (no test servers, drivers or other majors).
+build-setup:
+	scripts/setup.sh --build $(PG_CONFIG)
 
 setup:
 	scripts/setup.sh
 
 # Also installs the install scripts of 0.1.0 and 0.2.0 as shipped, so a database of either can
 # be made and upgraded.
-install: setup
+install: $(if $(USER_PG_CONFIG),build-setup,setup)
 	CARGO_TARGET_DIR=$(TARGET_DIR) cargo pgrx install --release --pg-config $(PG_CONFIG)
 	install -m 644 sql/fenced_lock--0.1.0.sql sql/fenced_lock--0.2.0.sql $$($(PG_CONFIG) --sharedir)/extension/
+
+# A Debian package per major in build/packages (postgresql-15-fenced-lock_0.3.0-1_amd64.deb and
+# those of 16 and 18), or for PG_CONFIG's major alone.
+package: $(if $(USER_PG_CONFIG),build-setup,setup)
+	scripts/package.sh $(if $(USER_PG_CONFIG),$(PG_CONFIG),$(foreach major,15 16 18,$$(scripts/pg-config.sh $(major))))
+
+# The archive PGXN takes: the committed tree of HEAD, with META.json at its top.
+dist:
+	mkdir -p build/dist
+	git archive --format=zip --prefix=fenced_lock-$(VERSION)/ -o build/dist/fenced_lock-$(VERSION).zip HEAD
+	@echo build/dist/fenced_lock-$(VERSION).zip
 
 run: install
 	PG_BIN=$(PG_BIN) scripts/pg.sh tcp $(RUN_DIR) $(PORT) -c shared_preload_libraries=fenced_lock

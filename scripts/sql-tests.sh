@@ -7,16 +7,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # PG selects the major (scripts/pg-config.sh): 15 runs every suite below; 16 and 18 run
-# pg_regress, the isolation specs and the standby suite.
+# pg_regress, the isolation specs, the upgrade chain and the standby suite. SQL_SUITES
+# limits the run to some of them ("regress upgrade": the package test), SQL_TESTS_ROOT and
+# SUITE_SUFFIX give that run its own directory and summary names.
 PG=${PG:-15}
+SQL_SUITES=${SQL_SUITES:-regress isolation collation upgrade readme drivers standby}
 PG_CONFIG=$(scripts/pg-config.sh "$PG")
-export PG_BIN
+export PG_BIN PGXS
 PG_BIN=$("$PG_CONFIG" --bindir)
 PGXS=$(dirname "$("$PG_CONFIG" --pgxs)")/../test
-ROOT=$PWD/build/sql-tests$([ "$PG" = 15 ] || echo "-pg$PG")
+ROOT=${SQL_TESTS_ROOT:-$PWD/build/sql-tests$([ "$PG" = 15 ] || echo "-pg$PG")}
 PATH=$PG_BIN:$PATH
 # Summary lines name the major when it is not 15.
-SUITE_SUFFIX=$([ "$PG" = 15 ] || echo " (pg$PG)")
+export SUITE_SUFFIX=${SUITE_SUFFIX-$([ "$PG" = 15 ] || echo " (pg$PG)")}
+# Whether suite $1 is one of this run's.
+wanted() { [[ " $SQL_SUITES " == *" $1 "* ]]; }
 PRIMARY=$ROOT/primary
 STANDBY=$ROOT/standby
 
@@ -62,16 +67,21 @@ suite() {
 }
 
 tests=$(cd pg_test/sql && ls ./*.sql | sed 's|^\./||; s|\.sql$||')
-suite regress "$ROOT/regress" "$PGXS/regress/pg_regress" --host="$host" --user=postgres \
+wanted regress && suite regress "$ROOT/regress" "$PGXS/regress/pg_regress" --host="$host" --user=postgres \
     --inputdir=pg_test --outputdir="$ROOT/regress" --dbname=fenced_lock_regress \
     --load-extension=fenced_lock $tests
 
 specs=$(cd pg_test/specs && ls ./*.spec | sed 's|^\./||; s|\.spec$||')
-suite isolation "$ROOT/isolation" "$PGXS/isolation/pg_isolation_regress" --host="$host" \
+wanted isolation && suite isolation "$ROOT/isolation" "$PGXS/isolation/pg_isolation_regress" --host="$host" \
     --user=postgres --inputdir=pg_test --outputdir="$ROOT/isolation" \
     --dbname=fenced_lock_isolation --load-extension=fenced_lock $specs
 
-if [ "$PG" = 15 ]; then
+# The upgrade chain from 0.1.0 and 0.2.0 (scripts/upgrade-test.sh prints its own summary line).
+if wanted upgrade; then
+    scripts/upgrade-test.sh "$host" "$ROOT/upgrade" || status=1
+fi
+
+if [ "$PG" = 15 ] && wanted collation; then
 # Named keys in databases whose collation is not C: ICU, and libc's en_US.UTF-8.
 psql "host=$host user=postgres dbname=postgres" -qX \
     -c "CREATE DATABASE fenced_lock_icu TEMPLATE template0 LOCALE_PROVIDER icu
@@ -83,19 +93,21 @@ for database in fenced_lock_icu fenced_lock_en_us; do
         --user=postgres --inputdir=pg_test/collation --outputdir="$ROOT/$database" \
         --use-existing --dbname=$database collation
 done
-
-# The upgrade from 0.1.0 (scripts/upgrade-test.sh prints its own summary line).
-scripts/upgrade-test.sh "$host" || status=1
+fi
 
 # Every SQL example of the README, pasted into psql (its own summary line).
-scripts/readme-test.sh "$host" || status=1
+if [ "$PG" = 15 ] && wanted readme; then
+    scripts/readme-test.sh "$host" || status=1
+fi
 
 # The driver suite: ten drivers, directly and through PgBouncer, and the mixed workload with
 # its controls (its own summary line).
-pg_test/drivers/run.sh "$host" "$PRIMARY" || status=1
+if [ "$PG" = 15 ] && wanted drivers; then
+    pg_test/drivers/run.sh "$host" "$PRIMARY" || status=1
 fi
 
 # Hot standby: a database with the extension, replicated, then the standby suite against it.
+wanted standby || exit $status
 psql "host=$host user=postgres dbname=postgres" -qXc "CREATE DATABASE fenced_lock_standby" \
     -c "\\c fenced_lock_standby" -c "CREATE EXTENSION fenced_lock"
 scripts/pg.sh standby "$STANDBY" "$PRIMARY" "${SETTINGS[@]}"

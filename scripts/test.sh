@@ -43,24 +43,27 @@ python3 scripts/hold-ports.py 54300 54350 &
 holder=$!
 trap 'kill $holder 2>/dev/null' EXIT
 
-# The SQL suites of one major: sql-tests.sh prints a "<suite>: N passed, M failed" line per
-# suite it ran.
-sql_suites() {
-    local major=$1 status line name counts passed failed suite_lines
-    run "sql-tests-pg$major" make -s sql-tests PG="$major"
-    status=$?
-    suite_lines=$(grep -E '^[a-z][a-z0-9_ ()]*: [0-9]+ passed, [0-9]+ failed$' \
-        "$LOGS/sql-tests-pg$major.log")
+# Records every "<suite>: N passed, M failed" line of log $1; a run that failed (status $2)
+# without a failed suite (a build or a server that did not start) counts as a failure of $3.
+record_lines() {
+    local log=$1 status=$2 fallback=$3 line name counts passed failed suite_lines
+    suite_lines=$(grep -E '^[a-z][a-z0-9_ ()]*: [0-9]+ passed, [0-9]+ failed$' "$log")
     while IFS= read -r line; do
         [ -n "$line" ] || continue
         name=${line%%: *} counts=${line#*: }
         passed=${counts%% passed*} failed=${counts#*passed, }
         record "$name" "$passed" "${failed% failed}" 0
     done <<<"$suite_lines"
-    # Failing without a failed suite (a build or a server that did not start) is a failure.
     if ((status != 0)) && ! grep -qE ': [0-9]+ passed, [1-9][0-9]* failed$' <<<"$suite_lines"; then
-        record "sql-tests (pg$major)" 0 1 1
+        record "$fallback" 0 1 1
     fi
+}
+
+# The SQL suites of one major: sql-tests.sh prints a "<suite>: N passed, M failed" line per
+# suite it ran.
+sql_suites() {
+    run "sql-tests-pg$1" make -s sql-tests PG="$1"
+    record_lines "$LOGS/sql-tests-pg$1.log" $? "sql-tests (pg$1)"
 }
 
 if [ "$PG" = 15 ]; then
@@ -85,6 +88,18 @@ if [ "$PG" = 15 ]; then
     for major in 16 18; do
         sql_suites $major
     done
+
+    # Installing as users do: `make install PG_CONFIG=...`, the Debian packages (built, then
+    # installed with dpkg and tested), PGXN's META.json and archive, and pgrx's state kept in
+    # each checkout.
+    run install scripts/install-test.sh
+    record_lines "$LOGS/install.log" $? install
+    run package bash -c "make -s package && scripts/package-test.sh"
+    record_lines "$LOGS/package.log" $? package
+    run dist scripts/dist-test.sh
+    record_lines "$LOGS/dist.log" $? dist
+    run pgrx-home scripts/pgrx-home-test.sh
+    record_lines "$LOGS/pgrx-home.log" $? "pgrx home"
 else
     sql_suites "$PG"
 fi

@@ -4,24 +4,19 @@
 # change privileges as a DBA would, ALTER EXTENSION UPDATE, then: the extension's catalog and
 # privileges equal a fresh install's given the same changes, the data and the token position
 # survived, and the pg_regress suite passes on the upgraded database.
-# Prints "upgrade: N passed, M failed" (and pg_regress's own summary line).
+# Also: the shipped scripts of earlier releases are unchanged (sql/shipped.sha256).
+# Runs on the major of the psql and $PGXS that sql-tests.sh gives it; $2 is its output
+# directory. Prints "upgrade$SUITE_SUFFIX: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-host=$1
-PGXS=/usr/lib/postgresql/15/lib/pgxs/src/test
-OUT=$PWD/build/sql-tests/upgrade
+host=$1 OUT=$2
+: "${PGXS:?PGXS must be the PGXS test directory (sql-tests.sh exports it)}"
+: "${PG_BIN:?PG_BIN must be the bin directory of that major (sql-tests.sh exports it)}"
 mkdir -p "$OUT"
 sql() { psql "host=$host user=postgres dbname=$1" -qXAt -v ON_ERROR_STOP=1 "${@:2}"; }
-passed=0 failed=0
-check() {
-    if [ "$2" = "$3" ]; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "upgrade: $1: expected '$3', got '$2'"
-    fi
-}
+SUITE=upgrade${SUITE_SUFFIX:-}
+. scripts/checks.sh
 
 # A DBA's privileges, granted and revoked before the upgrade: the upgrade keeps them, and gives
 # the new forms of a function (named, bigint, owner forms) what that function had. Objects of
@@ -80,6 +75,15 @@ privileges() {
     done
     sql "$database" "${statements[@]}"
 }
+
+# A released script is never edited: a change would give upgraded and fresh databases of
+# that release different objects. A new release adds a new script.
+if sha256sum --quiet -c sql/shipped.sha256 >"$OUT/shipped.log" 2>&1; then
+    check "released install and upgrade scripts unchanged (sql/shipped.sha256)" same same
+else
+    cat "$OUT/shipped.log"
+    check "released install and upgrade scripts unchanged (sql/shipped.sha256)" changed same
+fi
 
 sql postgres -c "DO \$\$ BEGIN CREATE ROLE upgrade_auditor; EXCEPTION WHEN duplicate_object THEN END \$\$"
 
@@ -158,8 +162,8 @@ for from in 0.1.0 0.2.0; do
         -c "DELETE FROM fence_ledger" -c "DELETE FROM fenced_namespaces" \
         -c "DELETE FROM fenced_lease_state"
     tests=$(cd pg_test/sql && ls ./*.sql | sed 's|^\./||; s|\.sql$||')
-    if "$PGXS/regress/pg_regress" --host="$host" --user=postgres --inputdir=pg_test \
-        --outputdir="$OUT/regress-$from" --use-existing --dbname="$upgraded" $tests \
+    if "$PGXS/regress/pg_regress" --bindir="$PG_BIN" --host="$host" --user=postgres \
+        --inputdir=pg_test --outputdir="$OUT/regress-$from" --use-existing --dbname="$upgraded" $tests \
         >"$OUT/regress-$from.log" 2>&1; then
         check "$from: pg_regress suite on the upgraded database" ok ok
     else
@@ -170,5 +174,4 @@ for from in 0.1.0 0.2.0; do
     sql postgres -c "DROP DATABASE $fresh"
 done
 sql postgres -c "DROP ROLE upgrade_auditor"
-echo "upgrade: $passed passed, $failed failed"
-((failed == 0))
+finish
