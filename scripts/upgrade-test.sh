@@ -130,6 +130,20 @@ for from in 0.1.0 0.2.0; do
         check "$from: catalog and privileges equal a fresh install's ($OUT/catalog.$from.diff)" \
             different same
     fi
+    # What a dump keeps (and a restore brings back): the same schema and privileges. pg_dump
+    # writes an extension member's privileges as changes from those the extension's scripts
+    # set (pg_init_privs), so a privilege the upgrade carried over must not count as the
+    # scripts' own.
+    for database in "$upgraded" "$fresh"; do
+        pg_dump --host="$host" --username=postgres --schema-only "$database" |
+            grep -v '^-- Dumped\|^\\restrict\|^\\unrestrict' >"$OUT/dump.$from.$database"
+    done
+    if diff -u "$OUT/dump.$from.$fresh" "$OUT/dump.$from.$upgraded" >"$OUT/dump.$from.diff"; then
+        check "$from: a schema dump equals a fresh install's" same same
+    else
+        cat "$OUT/dump.$from.diff"
+        check "$from: a schema dump equals a fresh install's ($OUT/dump.$from.diff)" different same
+    fi
     check "$from: namespace registered before" \
         "$(sql "$upgraded" -c "SELECT ns || ' ' || description FROM fenced_namespaces WHERE name = 'upgrade-ns'")" \
         "77 made on $from"

@@ -302,3 +302,44 @@ BEGIN
     END LOOP;
 END
 $copy_privileges$;
+
+-- The initial privileges of every member (pg_init_privs) become those a fresh install's
+-- scripts set. Privileges the upgrades carried over from a DBA's (the copies above, and the
+-- objects the 0.1.0 -> 0.2.0 script re-created) were recorded as the scripts' own, so pg_dump
+-- left them out and a restored database lost them; now a dump writes them as the DBA's
+-- changes, as it does for a fresh install. A fresh install sets these in its scripts: the
+-- token sequence private, fence_check and fence_check_strict not executable by PUBLIC, the
+-- tables and views readable by PUBLIC.
+DO $initial_privileges$
+DECLARE
+    extension_oid pg_catalog.oid := (SELECT e.oid FROM pg_catalog.pg_extension e
+                                      WHERE e.extname OPERATOR(pg_catalog.=) 'fenced_lock');
+BEGIN
+    DELETE FROM pg_catalog.pg_init_privs i
+     USING pg_catalog.pg_depend d
+     WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+       AND d.refobjid OPERATOR(pg_catalog.=) extension_oid
+       AND d.deptype OPERATOR(pg_catalog.=) 'e'
+       AND i.classoid OPERATOR(pg_catalog.=) d.classid
+       AND i.objoid OPERATOR(pg_catalog.=) d.objid
+       AND i.privtype OPERATOR(pg_catalog.=) 'e';
+    INSERT INTO pg_catalog.pg_init_privs (objoid, classoid, objsubid, privtype, initprivs)
+    SELECT c.oid, 'pg_catalog.pg_class'::pg_catalog.regclass, 0, 'e',
+           CASE WHEN r.public_select
+                THEN pg_catalog.array_append(pg_catalog.acldefault(r.kind::pg_catalog."char", c.relowner),
+                         pg_catalog.makeaclitem(0, c.relowner, 'SELECT', false))
+                ELSE pg_catalog.acldefault(r.kind::pg_catalog."char", c.relowner) END
+      FROM (VALUES ('fencing_token_seq', 's', false), ('fenced_locks', 'r', true),
+                   ('fenced_leases', 'r', true), ('fenced_namespaces', 'r', true),
+                   ('fenced_lease_state', 'r', true), ('fence_ledger', 'r', true)
+           ) AS r(name, kind, public_select)
+      JOIN pg_catalog.pg_class c
+        ON c.oid OPERATOR(pg_catalog.=) ('@extschema@.' || r.name)::pg_catalog.regclass;
+    INSERT INTO pg_catalog.pg_init_privs (objoid, classoid, objsubid, privtype, initprivs)
+    SELECT p.oid, 'pg_catalog.pg_proc'::pg_catalog.regclass, 0, 'e',
+           ARRAY[pg_catalog.makeaclitem(p.proowner, p.proowner, 'EXECUTE', false)]
+      FROM (VALUES ('fence_check(text, bigint)'), ('fence_check_strict(text, bigint)')) AS f(signature)
+      JOIN pg_catalog.pg_proc p
+        ON p.oid OPERATOR(pg_catalog.=) ('@extschema@.' || f.signature)::pg_catalog.regprocedure;
+END
+$initial_privileges$;

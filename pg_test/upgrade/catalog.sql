@@ -3,6 +3,8 @@
 -- the two). Functions with signature, definition (language, symbol or body, volatility,
 -- parallel safety, security, settings), privileges and comment; relations with columns,
 -- defaults, constraints, indexes, view definition, privileges and comment; what pg_dump keeps.
+-- And each member's initial privileges (pg_init_privs): pg_dump writes a member's privileges
+-- as changes from those, so they must be the install scripts' own, not a DBA's.
 \pset tuples_only on
 \pset format unaligned
 WITH members AS (
@@ -49,6 +51,12 @@ SELECT line FROM (
       FROM members m JOIN pg_catalog.pg_class c ON m.classid = 'pg_catalog.pg_class'::regclass
                                               AND c.oid = m.objid
       JOIN pg_catalog.pg_sequence s ON s.seqrelid = c.oid
+    UNION ALL
+    SELECT pg_catalog.format('initial privileges of %s (%s): %s',
+               pg_catalog.pg_describe_object(i.classoid, i.objoid, i.objsubid), i.privtype,
+               (SELECT pg_catalog.array_agg(x::text ORDER BY x::text)
+                  FROM pg_catalog.unnest(i.initprivs) x))
+      FROM members m JOIN pg_catalog.pg_init_privs i ON i.classoid = m.classid AND i.objoid = m.objid
     UNION ALL
     SELECT pg_catalog.format('member of another kind: %s', pg_catalog.pg_describe_object(m.classid, m.objid, 0))
       FROM members m
