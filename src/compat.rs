@@ -114,3 +114,21 @@ pub fn schema_usage_allowed(namespace: pg_sys::Oid, role: pg_sys::Oid) -> bool {
         unsafe { pg_sys::object_aclcheck(pg_sys::NamespaceRelationId, namespace, role, usage) };
     result == pg_sys::AclResult::ACLCHECK_OK
 }
+
+/// Where a relation's storage is, as ReadRecentBuffer takes it. PostgreSQL 16 renamed
+/// RelFileNode to RelFileLocator (and `rd_node` to `rd_locator`).
+#[cfg(feature = "pg15")]
+pub type Storage = pg_sys::RelFileNode;
+#[cfg(not(feature = "pg15"))]
+pub type Storage = pg_sys::RelFileLocator;
+
+/// The storage of an open relation.
+///
+/// # Safety
+/// `relation` must be open.
+pub unsafe fn storage_of(relation: pg_sys::Relation) -> Storage {
+    #[cfg(feature = "pg15")]
+    return unsafe { (*relation).rd_node };
+    #[cfg(not(feature = "pg15"))]
+    return unsafe { (*relation).rd_locator };
+}

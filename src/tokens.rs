@@ -226,14 +226,51 @@ fn timeline_start() -> pg_sys::XLogRecPtr {
 /// the record covering our value. BufferGetLSNAtomic takes the buffer header lock where an
 /// unlocked 8-byte read could tear (hint-bit-only writers), and a concurrent nextval can only
 /// move the LSN forward: flushing further than needed is harmless.
+///
+/// The page is read from the buffer it was found in last time when that buffer still holds it
+/// (ReadRecentBuffer checks the buffer's tag and pins it): no relation to open, no buffer
+/// mapping to search, on every call of the shared allocator. A setval changes the page in
+/// place, so the buffer shows it; a dropped or rewritten sequence's buffers are invalidated
+/// (their tag no longer matches), and the page is then looked up as nextval does.
 fn sequence_page_lsn(sequence: pg_sys::Oid) -> pg_sys::XLogRecPtr {
+    if let Some((cached, storage, buffer)) = SEQUENCE_PAGE.get() {
+        if cached == sequence
+            && unsafe {
+                pg_sys::ReadRecentBuffer(storage, pg_sys::ForkNumber::MAIN_FORKNUM, 0, buffer)
+            }
+        {
+            return unsafe { pinned_page_lsn(buffer) };
+        }
+    }
     unsafe {
         // As nextval does: the lock keeps the sequence from being dropped meanwhile.
         let relation = pg_sys::relation_open(sequence, pg_sys::AccessShareLock as _);
         let buffer = pg_sys::ReadBuffer(relation, 0);
+        SEQUENCE_PAGE.set(Some((
+            sequence,
+            crate::compat::storage_of(relation),
+            buffer,
+        )));
+        let lsn = pinned_page_lsn(buffer);
+        pg_sys::relation_close(relation, pg_sys::NoLock as _);
+        lsn
+    }
+}
+
+thread_local! {
+    /// The sequence whose page `sequence_page_lsn` read last, its storage and its buffer.
+    static SEQUENCE_PAGE: Cell<Option<(pg_sys::Oid, crate::compat::Storage, pg_sys::Buffer)>> =
+        const { Cell::new(None) };
+}
+
+/// The LSN of the page in `buffer`, which this backend pinned; releases the pin.
+///
+/// # Safety
+/// `buffer` must be pinned by this backend.
+unsafe fn pinned_page_lsn(buffer: pg_sys::Buffer) -> pg_sys::XLogRecPtr {
+    unsafe {
         let lsn = pg_sys::BufferGetLSNAtomic(buffer);
         pg_sys::ReleaseBuffer(buffer);
-        pg_sys::relation_close(relation, pg_sys::NoLock as _);
         lsn
     }
 }
