@@ -46,7 +46,9 @@ for url in "$URL" "$PER_CALL_URL"; do
     psql "${url/fenced_lock_bench/postgres}" -qX -c "CREATE DATABASE fenced_lock_bench"
     psql "$url" -qX -c "CREATE EXTENSION fenced_lock" -c "SELECT register_namespace('bench', 2001)"
 done
-# Each UPDATE workload gets a table of its own. Not bench_rows: the lock workloads raise its
+# Each UPDATE workload gets a table of its own (raw_write too: acquire_fenced's tokens, which
+# start at the clock, would raise bench_rows' fences above bench_token_seq's, and raw_write's
+# every UPDATE would then be refused, and cheap). Not bench_rows: the lock workloads raise its
 # fences far above the update workloads' token (1000), and a refused write costs fenced_update
 # a second statement (it tells "superseded" from "no such row"); here every call writes. Not
 # one shared table either: each run would prune the dead rows the run before it left.
@@ -55,6 +57,8 @@ psql "$URL" -qX \
     -c "CREATE TABLE bench_rows (id int PRIMARY KEY, payload text, fence bigint NOT NULL)" \
     -c "CREATE TABLE bench_leases (id int PRIMARY KEY, owner text, expires_at timestamptz)" \
     -c "INSERT INTO bench_rows SELECT g, NULL, 0 FROM generate_series(1, 100000) g" \
+    -c "CREATE TABLE bench_writes_raw (LIKE bench_rows INCLUDING ALL)" \
+    -c "INSERT INTO bench_writes_raw SELECT * FROM bench_rows" \
     -c "CREATE TABLE bench_updates_raw (LIKE bench_rows INCLUDING ALL)" \
     -c "INSERT INTO bench_updates_raw SELECT * FROM bench_rows" \
     -c "CREATE TABLE bench_updates_fenced (LIKE bench_rows INCLUDING ALL)" \
