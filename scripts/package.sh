@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
+VERSION=$(scripts/version.sh)
 MAINTAINER=$(python3 -c 'import json; print(json.load(open("META.json"))["maintainer"][0])')
 REVISION=1
 ARCH=$(dpkg --print-architecture)

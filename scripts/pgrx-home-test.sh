@@ -7,10 +7,9 @@
 # Prints "pgrx home: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-SUITE="pgrx home"
+SUITE="pgrx home" OUT=$PWD/build/pgrx-home-test
 . scripts/checks.sh
-ROOT=$PWD/build/pgrx-home-test
-rm -rf "$ROOT" && mkdir -p "$ROOT"
+ROOT=$OUT
 # The user's own pgrx state, as a list of files and their hashes (empty when there is none).
 users_pgrx() { [ -d "$HOME/.pgrx" ] && (cd "$HOME/.pgrx" && find . -type f -exec md5sum {} + | sort); }
 before=$(users_pgrx)

@@ -13,7 +13,6 @@ cd "$(dirname "$0")/.."
 host=$1 OUT=$2
 : "${PGXS:?PGXS must be the PGXS test directory (sql-tests.sh exports it)}"
 : "${PG_BIN:?PG_BIN must be the bin directory of that major (sql-tests.sh exports it)}"
-mkdir -p "$OUT"
 sql() { psql "host=$host user=postgres dbname=$1" -qXAt -v ON_ERROR_STOP=1 "${@:2}"; }
 SUITE=upgrade${SUITE_SUFFIX:-}
 . scripts/checks.sh
