@@ -186,7 +186,7 @@ pgbench_latency() { # SCRIPT_FILE CLIENTS SECONDS -> average latency in ms
         sed -n 's/^latency average = \([0-9.]*\) ms$/\1/p'
 }
 query_file=$(mktemp)
-trap 'scripts/pg.sh stop "$DIR"; rm -f "$query_file"' EXIT
+trap 'scripts/pg.sh stop "$DIR"; scripts/pg.sh stop "$PER_CALL_DIR"; rm -f "$query_file"' EXIT
 for locks in 10000 100000; do
     psql "$URL" -qXAt -c "SELECT count(acquire_fenced_session(2001, g)) FROM generate_series(1, $locks) g" \
         -c "SELECT pg_sleep(86400)" >/dev/null 2>&1 &
