@@ -303,13 +303,27 @@ BEGIN
 END
 $copy_privileges$;
 
+-- Tokens moved past a resource's highest (README: Running under Patroni).
+CREATE FUNCTION "advance_fencing_tokens"(
+	"past" bigint /* core::option::Option<i64> */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'advance_fencing_tokens_wrapper';
+
+COMMENT ON FUNCTION advance_fencing_tokens(bigint) IS
+    'Move the token sequence forward so that every token issued after this returns is larger '
+    'than past (never back): for a resource that accepted tokens this server never issued. '
+    'Returns the sequence''s position. Only for the extension''s owner.';
+REVOKE EXECUTE ON FUNCTION advance_fencing_tokens(bigint) FROM PUBLIC;
+
 -- The initial privileges of every member (pg_init_privs) become those a fresh install's
 -- scripts set. Privileges the upgrades carried over from a DBA's (the copies above, and the
 -- objects the 0.1.0 -> 0.2.0 script re-created) were recorded as the scripts' own, so pg_dump
 -- left them out and a restored database lost them; now a dump writes them as the DBA's
 -- changes, as it does for a fresh install. A fresh install sets these in its scripts: the
--- token sequence private, fence_check and fence_check_strict not executable by PUBLIC, the
--- tables and views readable by PUBLIC.
+-- token sequence private, fence_check, fence_check_strict and advance_fencing_tokens not
+-- executable by PUBLIC, the tables and views readable by PUBLIC.
 DO $initial_privileges$
 DECLARE
     extension_oid pg_catalog.oid := (SELECT e.oid FROM pg_catalog.pg_extension e
@@ -338,7 +352,8 @@ BEGIN
     INSERT INTO pg_catalog.pg_init_privs (objoid, classoid, objsubid, privtype, initprivs)
     SELECT p.oid, 'pg_catalog.pg_proc'::pg_catalog.regclass, 0, 'e',
            ARRAY[pg_catalog.makeaclitem(p.proowner, p.proowner, 'EXECUTE', false)]
-      FROM (VALUES ('fence_check(text, bigint)'), ('fence_check_strict(text, bigint)')) AS f(signature)
+      FROM (VALUES ('fence_check(text, bigint)'), ('fence_check_strict(text, bigint)'),
+                   ('advance_fencing_tokens(bigint)')) AS f(signature)
       JOIN pg_catalog.pg_proc p
         ON p.oid OPERATOR(pg_catalog.=) ('@extschema@.' || f.signature)::pg_catalog.regprocedure;
 END

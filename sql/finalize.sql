@@ -353,3 +353,10 @@ $comment_named_forms$;
 -- TO app_role), or any role could store a huge token and lock every honest holder out.
 REVOKE EXECUTE ON FUNCTION fence_check(text, bigint) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION fence_check_strict(text, bigint) FROM PUBLIC;
+
+COMMENT ON FUNCTION advance_fencing_tokens(bigint) IS
+    'Move the token sequence forward so that every token issued after this returns is larger '
+    'than past (never back): for a resource that accepted tokens this server never issued. '
+    'Returns the sequence''s position. Only for the extension''s owner.';
+-- Moving every token forward is the owner's decision: any other role could exhaust the sequence.
+REVOKE EXECUTE ON FUNCTION advance_fencing_tokens(bigint) FROM PUBLIC;

@@ -556,25 +556,64 @@ pub struct RawError {
     hint: Option<String>,
 }
 
+impl StaleToken {
+    /// How far below the accepted token the offered one is, and fenced_lock.failover_skip, when
+    /// that is more than the skip: far more than a late holder's lag, so the lock server's
+    /// tokens themselves went back.
+    fn went_back(&self) -> Option<(i64, i64)> {
+        let skip = crate::settings::failover_skip();
+        let below = self.accepted.saturating_sub(self.offered?);
+        (skip > 0 && below > skip).then_some((below, skip))
+    }
+
+    /// For the functions that return false for a stale token (fenced_update, fence_check):
+    /// when the tokens went back, the same report as SF001's, as a WARNING (to the caller and
+    /// the server's log), so that the operator sees why every holder is refused.
+    pub fn warn_if_tokens_went_back(self) {
+        if self.went_back().is_some() {
+            // WARNING returns: no longjmp crosses the caller's Rust frames.
+            unsafe { RawError::from(self).report(PgLogLevel::WARNING) };
+        }
+    }
+}
+
 impl From<StaleToken> for RawError {
     fn from(stale: StaleToken) -> RawError {
         let offered = stale.offered.map_or("NULL".to_string(), |t| t.to_string());
-        RawError {
-            sqlstate: make_sqlstate(STALE_FENCING_TOKEN),
-            message: format!(
-                "stale fencing token {offered} for {}: token {} was already accepted",
-                stale.resource, stale.accepted
+        let message = format!(
+            "stale fencing token {offered} for {}: token {} was already accepted",
+            stale.resource, stale.accepted
+        );
+        let (detail, hint) = match stale.went_back() {
+            Some((below, skip)) => (
+                format!(
+                    "The token is {below} below the accepted one, more than \
+                     fenced_lock.failover_skip ({skip}): unless its holder was paused for hours, \
+                     the lock server now issues tokens below ones it (or a server it replaced) \
+                     issued before, after a split brain whose discarded side handed out the \
+                     higher ones or a restore from an older backup. Every later holder is refused \
+                     too."
+                ),
+                format!(
+                    "On the lock server, as the extension's owner: SELECT \
+                     advance_fencing_tokens({}); then acquire again.",
+                    stale.accepted
+                ),
             ),
-            detail: Some(
+            _ => (
                 "A later holder of the lock already wrote with a larger token: this holder's \
                  lease is over."
                     .into(),
-            ),
-            hint: Some(
                 "Stop this work; do not retry with the same token. Acquire the lock again for a \
                  new one."
                     .into(),
             ),
+        };
+        RawError {
+            sqlstate: make_sqlstate(STALE_FENCING_TOKEN),
+            message,
+            detail: Some(detail),
+            hint: Some(hint),
         }
     }
 }
@@ -619,6 +658,12 @@ impl RawError {
     /// Every Rust frame between this call and the PostgreSQL caller must be free of values that
     /// need dropping.
     unsafe fn raise(self) -> ! {
+        unsafe { self.report(PgLogLevel::ERROR) };
+        unreachable!("errfinish(ERROR) does not return")
+    }
+
+    /// Reports this at `level`: ERROR does not return (see `raise`); WARNING and lower do.
+    unsafe fn report(self, level: PgLogLevel) {
         unsafe extern "C-unwind" {
             fn errcode(sqlerrcode: core::ffi::c_int) -> core::ffi::c_int;
             fn errmsg_internal(fmt: *const core::ffi::c_char, ...) -> core::ffi::c_int;
@@ -642,7 +687,7 @@ impl RawError {
         let message = palloc(Some(self.message)).expect("a message");
         let (detail, hint) = (palloc(self.detail), palloc(self.hint));
         unsafe {
-            if errstart(PgLogLevel::ERROR as _, std::ptr::null()) {
+            if errstart(level as _, std::ptr::null()) {
                 errcode(sqlstate);
                 errmsg_internal(c"%s".as_ptr(), message);
                 if let Some(detail) = detail {
@@ -654,7 +699,6 @@ impl RawError {
                 errfinish(c"fenced_lock".as_ptr(), 0, c"raw_error".as_ptr());
             }
         }
-        unreachable!("errfinish(ERROR) does not return")
     }
 }
 

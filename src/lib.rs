@@ -15,7 +15,7 @@
 //! - `grants`: what this backend holds, with transaction and subtransaction callbacks.
 //! - `allocator`: the shared token allocator's blocks (when preloaded).
 //! - `tokens`: drawing a token (from a block, or from the sequence), durable and replicated;
-//!   the skip on a new timeline.
+//!   the skip on a new timeline; moving the sequence past a resource's highest token.
 //! - `namespaces`: the registry and `fenced_key`.
 //! - `locking`: the lock manager, the key forms of every key-taking function, and the
 //!   transaction-scoped functions.
@@ -28,8 +28,8 @@
 //! Beside `src/`: `sql/` (hand-written SQL; 0.1.0's install script as shipped; the upgrade
 //! scripts), `pg_test/` (pg_regress in `sql/` + `expected/`, isolation `specs/`, and the
 //! `collation/`, `standby/`, `upgrade/` and `drivers/` suites), `faults/` (the fault suite, a
-//! crate of its own), `bench/` (pgbench scripts), `examples/` (a leader loop), `scripts/`
-//! (setup, servers, the test and bench drivers).
+//! crate of its own), `ha/` (the Patroni + etcd suite, `make ha`), `bench/` (pgbench scripts),
+//! `examples/` (a leader loop), `scripts/` (setup, servers, the test and bench drivers).
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;

@@ -513,3 +513,16 @@ fn new_fencing_token(fcinfo: pg_sys::FunctionCallInfo) -> i64 {
     refuse_in_parallel_mode("new_fencing_token");
     tokens::next_token(fcinfo)
 }
+
+/// Moves the token sequence forward so that every token drawn after this returns is above
+/// `past`, never back: the way out when a resource has accepted tokens this server never
+/// issued (a split brain whose discarded side handed out the higher ones, a restore from an
+/// old backup). Only for the extension's owner (EXECUTE is revoked from PUBLIC, and drawing
+/// from the sequence directly needs its privileges). The sequence's position after it.
+#[pg_extern(volatile, parallel_unsafe)]
+fn advance_fencing_tokens(fcinfo: pg_sys::FunctionCallInfo, past: Option<i64>) -> i64 {
+    let past = required(past, "advance_fencing_tokens", "past").or_raise();
+    refuse_on_hot_standby();
+    refuse_in_parallel_mode("advance_fencing_tokens");
+    tokens::advance_past(fcinfo, past)
+}

@@ -69,10 +69,38 @@ pub fn next_token(fcinfo: pg_sys::FunctionCallInfo) -> i64 {
     token
 }
 
+/// advance_fencing_tokens: the sequence moved to at least `past` (with the failover skip
+/// first, should this be the timeline's first draw), WAL-logged, flushed and confirmed by
+/// synchronous standbys before it returns. The setval always happens: it changes the sequence's
+/// page, which retires the shared allocator's current block, so no token from that block is
+/// handed out after this returns. Under the sequence's ExclusiveLock, so that no block
+/// reservation moves the sequence past `past` in between and is then set back.
+pub fn advance_past(fcinfo: pg_sys::FunctionCallInfo, past: i64) -> i64 {
+    let sequence = extension::objects(fcinfo).token_sequence;
+    unsafe { pg_sys::PreventCommandIfReadOnly(c"advance_fencing_tokens()".as_ptr()) };
+    exclusively(sequence, || {
+        let skip = match settings::failover_skip() > 0 && on_new_timeline(sequence) {
+            true => settings::failover_skip(),
+            false => 0,
+        };
+        // With the caller's own privileges on the sequence (42501 for any role but its owner).
+        let drawn = draw(sequence, true);
+        let position = (drawn + skip).max(past);
+        setval(sequence, position);
+        make_durable(sequence_page_lsn(sequence));
+        position
+    })
+}
+
+/// nextval without a privilege check: tokens are drawn for every role.
 fn nextval(sequence: pg_sys::Oid) -> i64 {
-    // The guard turns an ERROR raised inside (sequence exhausted, read-only transaction)
-    // into an orderly unwind through Rust.
-    unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| nextval_internal(sequence, false)) }
+    draw(sequence, false)
+}
+
+fn draw(sequence: pg_sys::Oid, check_permissions: bool) -> i64 {
+    // The guard turns an ERROR raised inside (sequence exhausted, read-only transaction,
+    // permission denied) into an orderly unwind through Rust.
+    unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| nextval_internal(sequence, check_permissions)) }
 }
 
 /// setval(sequence, value): the sequence's last value, WAL-logged at once. As the sequence's

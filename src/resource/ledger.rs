@@ -48,7 +48,10 @@ fn accept(resource: &str, token: i64) -> Result<(), i64> {
 #[search_path(@extschema@, pg_temp)]
 fn fence_check(resource: Option<&str>, token: Option<i64>) -> bool {
     let resource = required(resource, "fence_check", "resource").or_raise();
-    accept(resource, required(token, "fence_check", "token").or_raise()).is_ok()
+    let token = required(token, "fence_check", "token").or_raise();
+    accept(resource, token)
+        .map_err(|accepted| stale(resource, accepted, token).warn_if_tokens_went_back())
+        .is_ok()
 }
 
 /// fence_check_strict(resource, token): like fence_check, but a stale token raises SF001.
@@ -59,11 +62,13 @@ pub fn check_strict(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, R
     let token = required(token, "fence_check_strict", "token").or_raise();
     accept(&resource, token)
         .map(|()| pg_sys::Datum::from(0))
-        .map_err(|accepted| {
-            RawError::from(StaleToken {
-                resource: format!("resource \"{resource}\""),
-                accepted,
-                offered: Some(token),
-            })
-        })
+        .map_err(|accepted| RawError::from(stale(&resource, accepted, token)))
+}
+
+fn stale(resource: &str, accepted: i64, token: i64) -> StaleToken {
+    StaleToken {
+        resource: format!("resource \"{resource}\""),
+        accepted,
+        offered: Some(token),
+    }
 }

@@ -277,7 +277,10 @@ fn write(
     });
     match (written, superseded) {
         (Ok(()), _) => Ok(pg_sys::Datum::from(true)),
-        (Err(_), Superseded::ReturnFalse) => Ok(pg_sys::Datum::from(false)),
+        (Err(stale), Superseded::ReturnFalse) => {
+            stale.warn_if_tokens_went_back();
+            Ok(pg_sys::Datum::from(false))
+        }
         (Err(stale), Superseded::Raise) => Err(RawError::from(stale)),
     }
 }
