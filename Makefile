@@ -31,7 +31,7 @@ export PGRX_HOME := $(CURDIR)/build/pgrx-home
 MAKE_ARGS := $(if $(filter 15,$(PG)),,PG=$(PG)) $(if $(filter 54315,$(PORT)),,PORT=$(PORT))
 
 .PHONY: all build-setup setup install run demo psql stop test lint unit sql-tests faults bench \
-	package dist clean
+	ha package dist clean
 
 # `make` builds the release library and scripts for PG_CONFIG (or PG) without installing them:
 # what `pgxn install` runs before `make install`.
@@ -114,6 +114,12 @@ faults: install
 
 bench: install
 	scripts/bench.sh
+
+# fenced_lock under Patroni + etcd (ha/): both modes and the control; QUICK=1 is the short form
+# that `make test` runs.
+ha: install
+	cargo build --manifest-path examples/leader/Cargo.toml --target-dir target/faults
+	ha/run.sh $(if $(QUICK),--quick)
 
 clean:
 	-scripts/pg.sh stop $(RUN_DIR)

@@ -23,6 +23,8 @@ PACKAGES=("${BUILD_PACKAGES[@]}" postgresql-15 postgresql-server-dev-15 postgres
 # PHP's pgsql and PDO; Node.js and a JDK from Debian where the machine has none.
 PACKAGES+=(libpostgresql-jdbc-java golang-go golang-github-jackc-pgx-v4-dev ruby-pg libdbd-pg-perl
     php-cli php-pgsql)
+# The HA suite (ha/): Patroni 3.0 and etcd 3.4 (Patroni brings psycopg2 for Debian's Python).
+PACKAGES+=(patroni etcd-server etcd-client)
 command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 command -v javac >/dev/null || PACKAGES+=(default-jdk-headless)
 
@@ -37,8 +39,20 @@ install_packages() {
     if ((${#missing[@]})); then
         echo "setup: installing ${missing[*]}"
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+        # The suites start their own servers: no package may start its service (etcd on
+        # 2379, a PostgreSQL cluster on 5432). Debian asks policy-rc.d; where the machine has
+        # none, one that refuses is in place for the install only.
+        local policy=/usr/sbin/policy-rc.d own_policy=
+        if [ ! -e "$policy" ]; then
+            printf '#!/bin/sh\n# fenced_lock setup: no service starts during its install\nexit 101\n' >"$policy"
+            chmod 755 "$policy"
+            own_policy=yes
+        fi
+        local status=0
+        apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+            </dev/null || status=$?
+        [ -z "$own_policy" ] || rm -f "$policy"
+        return "$status"
     fi
 }
 

@@ -84,6 +84,10 @@ if [ "$PG" = 15 ]; then
     read -r passed failed < <(cargo_counts "$LOGS/faults.log")
     record faults "$passed" "$failed" "$status"
 
+    # Patroni + etcd (ha/): the short form, one fault of each kind in synchronous mode.
+    run ha make -s ha QUICK=1
+    record_lines "$LOGS/ha.log" $? ha
+
     # The other majors: release build, pg_regress, isolation and standby suites.
     for major in 16 18; do
         sql_suites $major

@@ -13,11 +13,16 @@
 //! leader renews every TTL/3, steps down when `renew_lease` returns NULL, and writes with its
 //! token. A leader process that dies keeps the lease until its TTL runs out.
 //!
+//! The fenced work goes to the lock's own database, or with `--resource-url` to another server
+//! (as under an HA manager, where the resource must not fail over with the lock).
+//!
 //! Usage: fenced_leader --url URL --name NAME [--ns 4242 --id 1 --seconds 10 --pause-ms 1500
-//!        --lease TTL_MS]
+//!        --lease TTL_MS --resource-url URL]
 //! Prints one line per event: `LEADER name term pid`, `WORK name term accepted|superseded`,
 //! `STEPDOWN name term reason`, `LATE name term accepted|refused` (pid: the backend's for a
-//! session lock, this process's for a lease).
+//! session lock, this process's for a lease). A lease's LEADER line adds when it was acquired
+//! and when it expires, and each renewal prints `RENEW name term expires` (seconds since the
+//! epoch, on the database's clock).
 
 use postgres::{Client, NoTls};
 use std::time::{Duration, Instant};
@@ -31,6 +36,8 @@ struct Options {
     pause_ms: u64,
     /// Lease mode, with this TTL (ms).
     lease_ms: Option<u64>,
+    /// Where the fenced work goes, when not to the lock's database.
+    resource_url: Option<String>,
 }
 
 fn options() -> Options {
@@ -42,6 +49,7 @@ fn options() -> Options {
         seconds: 10,
         pause_ms: 1500,
         lease_ms: None,
+        resource_url: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -54,6 +62,7 @@ fn options() -> Options {
             "--seconds" => options.seconds = value.parse().expect("--seconds takes an integer"),
             "--pause-ms" => options.pause_ms = value.parse().expect("--pause-ms takes an integer"),
             "--lease" => options.lease_ms = Some(value.parse().expect("--lease takes ms")),
+            "--resource-url" => options.resource_url = Some(value),
             other => panic!("unknown option {other}"),
         }
     }
@@ -85,6 +94,39 @@ fn work(client: &mut Client, o: &Options, term: i64, beat: i32) -> Result<bool, 
     )
 }
 
+/// Where the fenced work is written: the lock's own connection, or a server of its own
+/// (`--resource-url`), connected on first use and again after it was lost.
+struct Resource {
+    url: Option<String>,
+    client: Option<Client>,
+}
+
+impl Resource {
+    fn new(o: &Options) -> Resource {
+        Resource {
+            url: o.resource_url.clone(),
+            client: None,
+        }
+    }
+
+    fn write(
+        &mut self,
+        lock: &mut Client,
+        o: &Options,
+        term: i64,
+        beat: i32,
+    ) -> Result<bool, postgres::Error> {
+        let Some(url) = &self.url else {
+            return work(lock, o, term, beat);
+        };
+        let client = match self.client.take() {
+            Some(client) if !client.is_closed() => self.client.insert(client),
+            _ => self.client.insert(Client::connect(url, NoTls)?),
+        };
+        work(client, o, term, beat)
+    }
+}
+
 /// Why the leader loop ended on an error: a closed connection means the lease is gone with
 /// it; anything else is reported and also ends this term.
 fn lost_or_failed(client: &Client, o: &Options, error: &postgres::Error) -> &'static str {
@@ -108,6 +150,7 @@ fn main() {
 /// or lock is lost); at the deadline, `release`. Why it ended.
 fn lead(
     client: &mut Client,
+    resource: &mut Resource,
     o: &Options,
     term: i64,
     deadline: Instant,
@@ -126,7 +169,7 @@ fn lead(
             Err(error) => return lost_or_failed(client, o, &error),
         }
         beat += 1;
-        match work(client, o, term, beat) {
+        match resource.write(client, o, term, beat) {
             Ok(true) => println!("WORK {} {term} accepted", o.name),
             Ok(false) => {
                 println!("WORK {} {term} superseded", o.name);
@@ -140,12 +183,13 @@ fn lead(
 
 /// The leader loop on a table-backed lease.
 fn lease_loop(o: &Options, ttl_ms: u64) {
+    let mut resource = Resource::new(o);
     let deadline = Instant::now() + Duration::from_secs(o.seconds);
     let owner = format!("{}:{}", o.name, std::process::id());
     let ttl = ttl_ms as f64 / 1000.0;
     let (acquire, renew, release) = (
         "SELECT acquire_lease($1, $2, $3, make_interval(secs => $4), make_interval(secs => $4))",
-        "SELECT renew_lease($1, $2, $3, make_interval(secs => $4)) IS NOT NULL",
+        "SELECT extract(epoch FROM renew_lease($1, $2, $3, make_interval(secs => $4)))::float8",
         "SELECT release_lease($1, $2, $3)",
     );
     while Instant::now() < deadline {
@@ -159,27 +203,53 @@ fn lease_loop(o: &Options, ttl_ms: u64) {
             Err(_) => continue,
         };
         let Some(token) = token else { continue };
-        println!("LEADER {} {token} {}", o.name, std::process::id());
+        // When the lease began and ends, on the database's clock ("?" if that read failed).
+        let validity = client
+            .query_one(
+                "SELECT extract(epoch FROM acquired_at)::float8, \
+                 extract(epoch FROM expires_at)::float8 \
+                 FROM fenced_leases WHERE ns = $1 AND id = $2 AND token = $3",
+                &[&o.ns, &o.id, &token],
+            )
+            .map(|row| format!("{:.6} {:.6}", row.get::<_, f64>(0), row.get::<_, f64>(1)))
+            .unwrap_or_else(|_| "? ?".into());
+        println!(
+            "LEADER {} {token} {} {validity}",
+            o.name,
+            std::process::id()
+        );
         // Renewed every TTL/3; a renewal that returns NULL means the lease is lost.
         let mut renewed_at = Instant::now();
         let still_leading = |client: &mut Client| {
             if renewed_at.elapsed() < Duration::from_millis(ttl_ms / 3) {
                 return Ok(true);
             }
-            let renewed = one::<bool>(client, renew, &[&o.ns, &o.id, &token, &ttl])?;
+            let expires = one::<Option<f64>>(client, renew, &[&o.ns, &o.id, &token, &ttl])?;
             renewed_at = Instant::now();
-            Ok(renewed)
+            if let Some(expires) = expires {
+                println!("RENEW {} {token} {expires:.6}", o.name);
+            }
+            Ok(expires.is_some())
         };
         let release = |client: &mut Client| {
             let _: Result<bool, _> = one(client, release, &[&o.ns, &o.id, &token]);
         };
-        let reason = lead(&mut client, o, token, deadline, still_leading, release);
+        let reason = lead(
+            &mut client,
+            &mut resource,
+            o,
+            token,
+            deadline,
+            still_leading,
+            release,
+        );
         println!("STEPDOWN {} {token} {reason}", o.name);
     }
 }
 
 /// The leader loop on a session lock, on a dedicated connection.
 fn session_loop(o: &Options) {
+    let mut resource = Resource::new(o);
     let owner = format!("{}:{}", o.name, std::process::id());
     let deadline = Instant::now() + Duration::from_secs(o.seconds);
     while Instant::now() < deadline {
@@ -219,14 +289,22 @@ fn session_loop(o: &Options) {
             let release = "SELECT release_fenced($1, $2, $3)";
             let _: Result<bool, _> = one(client, release, &[&o.ns, &o.id, &owner]);
         };
-        let reason = lead(&mut client, o, term, deadline, still_leading, release);
+        let reason = lead(
+            &mut client,
+            &mut resource,
+            o,
+            term,
+            deadline,
+            still_leading,
+            release,
+        );
         println!("STEPDOWN {} {term} {reason}", o.name);
         if reason == "connection lost" {
             // Like a process that was paused while its lease ran out: it wakes up later and
             // writes with the term it still believes in.
             std::thread::sleep(Duration::from_millis(o.pause_ms));
             if let Ok(mut late) = Client::connect(&o.url, NoTls) {
-                if let Ok(accepted) = work(&mut late, o, term, -1) {
+                if let Ok(accepted) = resource.write(&mut late, o, term, -1) {
                     let verdict = if accepted { "accepted" } else { "refused" };
                     println!("LATE {} {term} {verdict}", o.name);
                 }

@@ -1,0 +1,365 @@
+"""The systems the HA suite runs, all real and started here: three etcd members, a TCP proxy per
+Patroni node in front of them (to cut one node off from the DCS), three Patroni nodes managing
+PostgreSQL 15 with fenced_lock preloaded, and a PostgreSQL server outside the cluster holding
+the fenced resource. Everything lives under one directory and is stopped by pid."""
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import psycopg2
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PG_BIN = "/usr/lib/postgresql/15/bin"
+# Patroni's timing, scaled down from its defaults (ttl 30, loop_wait 10, retry_timeout 10) so
+# that a fault resolves in seconds; Patroni requires ttl >= loop_wait + 2 * retry_timeout.
+PATRONI_TTL, LOOP_WAIT, RETRY_TIMEOUT = 10, 2, 3
+
+
+def log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+_given_ports = set()
+
+
+def free_ports(count, first=21000, last=32000):
+    """Ports below the ephemeral range (32768-60999: an outgoing connection may hold any of
+    those) that nothing listens on now and that this run has not given out yet, starting at a
+    point that depends on this process so that two runs side by side do not race for them."""
+    ports = []
+    port = first + (os.getpid() * 7) % (last - first)
+    while len(ports) < count:
+        if port in _given_ports:
+            port = first if port >= last else port + 1
+            continue
+        probe = socket.socket()
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+            ports.append(port)
+            _given_ports.add(port)
+        except OSError:
+            pass
+        finally:
+            probe.close()
+        port = first if port >= last else port + 1
+    return ports
+
+
+def wait_for(what, predicate, timeout, interval=0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception:  # not up yet: connection refused, HTTP error, partial state
+            pass
+        time.sleep(interval)
+    raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
+
+
+def stop_pid(pid, sig=signal.SIGTERM, timeout=20):
+    """Sends `sig` to `pid` (and SIGCONT, should it be stopped), then SIGKILL after
+    `timeout` s."""
+    try:
+        os.kill(pid, sig)
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.1)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def chown_postgres(path):
+    user = pwd.getpwnam("postgres")
+    for directory, _, files in os.walk(path):
+        os.chown(directory, user.pw_uid, user.pw_gid)
+        for name in files:
+            os.chown(os.path.join(directory, name), user.pw_uid, user.pw_gid)
+
+
+class Processes:
+    """Every process this run started, by pid, so that `stop_all` leaves nothing behind."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.started = []
+        # Stopped first, in reverse: what must shut down in order (Patroni before its server).
+        self.cleanups = []
+
+    def spawn(self, name, argv, **kwargs):
+        out = open(os.path.join(self.directory, f"{name}.log"), "ab")
+        process = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, **kwargs)
+        self.started.append(process)
+        return process
+
+    def stop_all(self):
+        for cleanup in reversed(self.cleanups):
+            cleanup()
+        for process in reversed(self.started):
+            if process.poll() is None:
+                stop_pid(process.pid)
+            try:
+                process.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+class Etcd:
+    """Three etcd 3.4 members on 127.0.0.1. Patroni 3.0.2's `etcd:` section speaks etcd's v2
+    API, which 3.4 serves only with --enable-v2."""
+
+    def __init__(self, processes, directory):
+        self.processes, self.directory = processes, directory
+        ports = free_ports(6)
+        self.client_ports, self.peer_ports = ports[:3], ports[3:]
+        self.members = []
+
+    def start(self):
+        cluster = ",".join(
+            f"e{i}=http://127.0.0.1:{port}" for i, port in enumerate(self.peer_ports, 1))
+        for i, (client, peer) in enumerate(zip(self.client_ports, self.peer_ports), 1):
+            data = os.path.join(self.directory, f"etcd{i}")
+            shutil.rmtree(data, ignore_errors=True)
+            self.members.append(self.processes.spawn(f"etcd{i}", [
+                "etcd", "--name", f"e{i}", "--data-dir", data, "--enable-v2=true",
+                "--listen-client-urls", f"http://127.0.0.1:{client}",
+                "--advertise-client-urls", f"http://127.0.0.1:{client}",
+                "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                "--initial-cluster", cluster, "--initial-cluster-state", "new",
+                "--initial-cluster-token", f"fenced-lock-ha-{os.getpid()}",
+                "--heartbeat-interval", "100", "--election-timeout", "1000",
+            ]))
+        for port in self.client_ports:
+            wait_for(f"etcd on port {port}", lambda port=port: json.load(urllib.request.urlopen(
+                f"http://127.0.0.1:{port}/health", timeout=1))["health"] == "true", 30)
+        log(f"etcd: 3 members healthy on ports {self.client_ports}")
+
+
+class Proxy:
+    """A TCP proxy on 127.0.0.1 (ha/proxy.py) in front of `targets` (ports), one listening port
+    each, that can be cut: it then resets every connection and refuses new ones."""
+
+    def __init__(self, processes, name, targets):
+        self.ports = free_ports(len(targets))
+        argv = [sys.executable, os.path.join(HERE, "proxy.py")]
+        for port, target in zip(self.ports, targets):
+            argv += [str(port), str(target)]
+        self.process = processes.spawn(f"proxy-{name}", argv)
+        for port in self.ports:
+            wait_for(f"proxy port {port}", lambda port=port: socket.create_connection(
+                ("127.0.0.1", port), timeout=1).close() or True, 10)
+
+    def cut(self):
+        os.kill(self.process.pid, signal.SIGUSR1)
+
+    def restore(self):
+        os.kill(self.process.pid, signal.SIGUSR2)
+
+
+class Node:
+    """One Patroni node and the PostgreSQL it manages, run as `postgres`."""
+
+    def __init__(self, processes, directory, name, etcd, parameters, synchronous):
+        self.processes, self.name = processes, name
+        self.directory = os.path.join(directory, name)
+        self.pg_port, self.rest_port = free_ports(2)
+        # Between this node's Patroni and etcd, so that this node alone can lose the DCS; with
+        # `use_proxies: true`, Patroni talks to these addresses only, never to the members it
+        # would discover.
+        self.dcs_proxy = Proxy(processes, f"dcs-{name}", etcd.client_ports)
+        # The address the other nodes replicate from (Patroni's connect_address), so that the
+        # replication link alone can be cut; clients connect to pg_port directly.
+        self.replication_proxy = Proxy(processes, f"replication-{name}", [self.pg_port])
+        self.data = os.path.join(self.directory, "data")
+        self.config = os.path.join(self.directory, "patroni.yml")
+        self.runuser = None
+        self.write_config(parameters, synchronous)
+        processes.cleanups.append(self.stop)
+
+    def write_config(self, parameters, synchronous):
+        shutil.rmtree(self.directory, ignore_errors=True)
+        os.makedirs(self.directory)
+        socket_dir = os.path.join(self.directory, "sock")
+        os.makedirs(socket_dir)
+        config = {
+            "scope": "fenced-lock-ha",
+            "name": self.name,
+            "restapi": {"listen": f"127.0.0.1:{self.rest_port}",
+                        "connect_address": f"127.0.0.1:{self.rest_port}"},
+            "etcd": {"hosts": [f"127.0.0.1:{port}" for port in self.dcs_proxy.ports],
+                     "use_proxies": True},
+            "bootstrap": {
+                "dcs": {
+                    "ttl": PATRONI_TTL, "loop_wait": LOOP_WAIT, "retry_timeout": RETRY_TIMEOUT,
+                    "maximum_lag_on_failover": 1048576,
+                    "synchronous_mode": synchronous,
+                    "postgresql": {"use_pg_rewind": True, "use_slots": True},
+                },
+                "initdb": [{"encoding": "UTF8"}, {"locale": "C"}],
+            },
+            "postgresql": {
+                "listen": f"127.0.0.1:{self.pg_port}",
+                "connect_address": f"127.0.0.1:{self.replication_proxy.ports[0]}",
+                "data_dir": self.data,
+                "bin_dir": PG_BIN,
+                "pgpass": os.path.join(self.directory, "pgpass"),
+                "authentication": {
+                    "superuser": {"username": "postgres", "password": "postgres"},
+                    "replication": {"username": "replicator", "password": "replicator"},
+                    "rewind": {"username": "postgres", "password": "postgres"},
+                },
+                # Preloaded, as fenced_lock's shared allocator and failover skip need.
+                "parameters": {"shared_preload_libraries": "fenced_lock",
+                               "unix_socket_directories": socket_dir,
+                               "max_connections": 50, "shared_buffers": "32MB",
+                               "wal_keep_size": "64MB", **parameters},
+                "pg_hba": ["local all all trust", "host all all 127.0.0.1/32 trust",
+                           "host replication replicator 127.0.0.1/32 trust"],
+            },
+            "tags": {"nofailover": False, "noloadbalance": False},
+        }
+        # JSON is YAML: no YAML writer needed.
+        with open(self.config, "w") as out:
+            json.dump(config, out, indent=1)
+        chown_postgres(self.directory)
+
+    def start(self):
+        self.runuser = self.processes.spawn(
+            f"patroni-{self.name}", ["runuser", "-u", "postgres", "--", "patroni", self.config])
+
+    def patroni_pids(self):
+        """runuser's pid and Patroni's (runuser forks it): a freeze must stop both."""
+        if self.runuser is None or self.runuser.poll() is not None:
+            return []
+        children = subprocess.run(["pgrep", "-P", str(self.runuser.pid)],
+                                  capture_output=True, text=True).stdout.split()
+        return [self.runuser.pid] + [int(pid) for pid in children]
+
+    def postmaster_pid(self):
+        try:
+            with open(os.path.join(self.data, "postmaster.pid")) as pidfile:
+                pid = int(pidfile.readline())
+            os.kill(pid, 0)
+            return pid
+        except (OSError, ValueError):
+            return None
+
+    def rest(self, path="patroni"):
+        return json.load(urllib.request.urlopen(
+            f"http://127.0.0.1:{self.rest_port}/{path}", timeout=1))
+
+    def dsn(self, dbname="postgres"):
+        return f"host=127.0.0.1 port={self.pg_port} user=postgres dbname={dbname}"
+
+    def stop(self):
+        """Patroni (which stops its server), then the server should it still run."""
+        for pid in reversed(self.patroni_pids()):
+            stop_pid(pid, timeout=30)
+        pid = self.postmaster_pid()
+        if pid:
+            stop_pid(pid, sig=signal.SIGINT)
+
+
+class Cluster:
+    """Three Patroni nodes on etcd. `parameters` go into every node's postgresql.conf."""
+
+    def __init__(self, processes, directory, synchronous, parameters=None):
+        self.processes, self.synchronous = processes, synchronous
+        self.directory = directory
+        self.etcd = Etcd(processes, directory)
+        self.etcd.start()
+        self.nodes = [Node(processes, directory, f"n{i}", self.etcd, parameters or {},
+                           synchronous) for i in (1, 2, 3)]
+        # patronictl talks to etcd directly: it must work while a node's proxy is cut.
+        self.ctl_config = os.path.join(directory, "patronictl.yml")
+        with open(self.ctl_config, "w") as out:
+            json.dump({"scope": "fenced-lock-ha", "etcd": {"hosts": [
+                f"127.0.0.1:{port}" for port in self.etcd.client_ports]}}, out)
+
+    def start(self):
+        for node in self.nodes:
+            node.start()
+        self.wait_healthy(120)
+        leader = self.leader()
+        with psycopg2.connect(leader.dsn()) as conn:
+            conn.autocommit = True
+            conn.cursor().execute("CREATE EXTENSION IF NOT EXISTS fenced_lock")
+        log(f"patroni: leader {leader.name}, {'synchronous' if self.synchronous else 'asynchronous'}"
+            f" mode, PostgreSQL on ports {[node.pg_port for node in self.nodes]}")
+
+    def kv_dsn(self):
+        """What clients of a Patroni cluster use: every node, the writable one chosen at
+        connect time (libpq and rust-postgres read the same keywords)."""
+        hosts = ",".join("127.0.0.1" for _ in self.nodes)
+        ports = ",".join(str(node.pg_port) for node in self.nodes)
+        return (f"host={hosts} port={ports} user=postgres dbname=postgres "
+                f"target_session_attrs=read-write connect_timeout=2")
+
+    def members(self):
+        for node in self.nodes:
+            try:
+                return node.rest("cluster")["members"]
+            except Exception:
+                continue
+        return []
+
+    def leader(self):
+        for member in self.members():
+            if member["role"] == "leader" and member["state"] == "running":
+                return self.node(member["name"])
+        return None
+
+    def node(self, name):
+        return next(node for node in self.nodes if node.name == name)
+
+    def wait_healthy(self, timeout):
+        """A leader and two replicas on its timeline (one of them the synchronous standby in
+        synchronous mode), the leader writable and both replicas streaming from it."""
+        def healthy():
+            members = self.members()
+            leaders = [m for m in members if m["role"] == "leader" and m["state"] == "running"]
+            replicas = [m for m in members if m["role"] in ("replica", "sync_standby")
+                        and m["state"] in ("running", "streaming")
+                        and m.get("timeline") == leaders[0].get("timeline")] if leaders else []
+            if len(leaders) != 1 or len(replicas) != 2:
+                return False
+            if self.synchronous and not any(m["role"] == "sync_standby" for m in members):
+                return False
+            with psycopg2.connect(self.node(leaders[0]["name"]).dsn(), connect_timeout=2) as c:
+                cursor = c.cursor()
+                cursor.execute("SELECT NOT pg_is_in_recovery(), (SELECT count(*) FROM "
+                               "pg_stat_replication WHERE state = 'streaming')")
+                writable, streaming = cursor.fetchone()
+                return writable and streaming == 2
+        wait_for("a healthy cluster", healthy, timeout, interval=0.5)
+
+    def patronictl(self, *args):
+        return subprocess.run(["patronictl", "-c", self.ctl_config, *args],
+                              capture_output=True, text=True, timeout=60)
