@@ -203,16 +203,14 @@ fn lease_loop(o: &Options, ttl_ms: u64) {
             Err(_) => continue,
         };
         let Some(token) = token else { continue };
-        // When the lease began and ends, on the database's clock ("?" if that read failed).
-        let validity = client
-            .query_one(
-                "SELECT extract(epoch FROM acquired_at)::float8, \
-                 extract(epoch FROM expires_at)::float8 \
-                 FROM fenced_leases WHERE ns = $1 AND id = $2 AND token = $3",
-                &[&o.ns, &o.id, &token],
-            )
-            .map(|row| format!("{:.6} {:.6}", row.get::<_, f64>(0), row.get::<_, f64>(1)))
-            .unwrap_or_else(|_| "? ?".into());
+        // When the lease began and ends, on the database's clock ("? ?" if that read failed).
+        let validity = one::<String>(
+            &mut client,
+            "SELECT extract(epoch FROM acquired_at) || ' ' || extract(epoch FROM expires_at) \
+             FROM fenced_leases WHERE ns = $1 AND id = $2 AND token = $3",
+            &[&o.ns, &o.id, &token],
+        )
+        .unwrap_or_else(|_| "? ?".into());
         println!(
             "LEADER {} {token} {} {validity}",
             o.name,
