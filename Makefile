@@ -31,7 +31,7 @@ export PGRX_HOME := $(CURDIR)/build/pgrx-home
 MAKE_ARGS := $(if $(filter 15,$(PG)),,PG=$(PG)) $(if $(filter 54315,$(PORT)),,PORT=$(PORT))
 
 .PHONY: all build-setup setup install run demo psql stop test lint unit sql-tests faults bench \
-	ha package dist clean
+	ha compare package dist clean
 
 # `make` builds the release library and scripts for PG_CONFIG (or PG) without installing them:
 # what `pgxn install` runs before `make install`.
@@ -120,6 +120,11 @@ bench: install
 ha: install
 	cargo build --manifest-path examples/leader/Cargo.toml --target-dir target/faults
 	ha/run.sh $(if $(QUICK),--quick)
+
+# The failure table measured: Redis, Redlock, etcd, PostgreSQL by hand and fenced_lock through
+# the same faults (compare/); QUICK=1 is the short form that `make test` runs.
+compare: install
+	compare/run.sh $(if $(QUICK),--quick)
 
 clean:
 	-scripts/pg.sh stop $(RUN_DIR)

@@ -88,6 +88,11 @@ if [ "$PG" = 15 ]; then
     run ha make -s ha QUICK=1
     record_lines "$LOGS/ha.log" $? ha
 
+    # Redis, Redlock, etcd, PostgreSQL by hand and fenced_lock through the same faults
+    # (compare/): one trial per cell.
+    run compare make -s compare QUICK=1
+    record_lines "$LOGS/compare.log" $? compare
+
     # The other majors: release build, pg_regress, isolation and standby suites.
     for major in 16 18; do
         sql_suites $major

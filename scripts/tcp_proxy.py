@@ -1,6 +1,10 @@
-"""A TCP proxy on 127.0.0.1: `proxy.py LISTEN TARGET [LISTEN TARGET ...]` forwards each
-listening port to its target port. SIGUSR1 cuts it (open connections are reset, new ones are
-closed at once: the other side is unreachable); SIGUSR2 lets traffic through again."""
+"""A TCP proxy on 127.0.0.1 for the suites that cut links (ha/, compare/):
+`tcp_proxy.py LISTEN TARGET [LISTEN TARGET ...]` forwards each listening port to its target, a
+port on 127.0.0.1 or the path of a Unix socket.
+    SIGUSR1  cut: open connections are reset, new ones closed at once (the peer is gone)
+    SIGHUP   blackhole: connections stay open but no byte passes (a partition: neither side
+             learns anything until its own timeouts)
+    SIGUSR2  pass: traffic flows again (bytes held in a blackhole flow on)"""
 
 import signal
 import socket
@@ -8,6 +12,8 @@ import sys
 import threading
 
 cut = threading.Event()
+passing = threading.Event()
+passing.set()
 open_sockets = set()
 guard = threading.Lock()
 
@@ -34,13 +40,16 @@ def pump(source, sink):
             data = source.recv(65536)
             if not data:
                 break
+            passing.wait()
+            if cut.is_set():
+                break
             sink.sendall(data)
     except OSError:
         pass
     close(source, sink)
 
 
-def serve(listen_port, target_port):
+def serve(listen_port, target):
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", listen_port))
@@ -51,7 +60,12 @@ def serve(listen_port, target_port):
             close(client)
             continue
         try:
-            upstream = socket.create_connection(("127.0.0.1", target_port), timeout=2)
+            if str(target).startswith("/"):
+                upstream = socket.socket(socket.AF_UNIX)
+                upstream.settimeout(2)
+                upstream.connect(target)
+            else:
+                upstream = socket.create_connection(("127.0.0.1", int(target)), timeout=2)
             upstream.settimeout(None)
         except OSError:
             close(client)
@@ -63,16 +77,23 @@ def serve(listen_port, target_port):
 
 def on_cut(*_):
     cut.set()
+    passing.set()
     with guard:
         sockets = list(open_sockets)
     close(*sockets)
 
 
+def on_pass(*_):
+    cut.clear()
+    passing.set()
+
+
 signal.signal(signal.SIGUSR1, on_cut)
-signal.signal(signal.SIGUSR2, lambda *_: cut.clear())
+signal.signal(signal.SIGHUP, lambda *_: passing.clear())
+signal.signal(signal.SIGUSR2, on_pass)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-pairs = [int(arg) for arg in sys.argv[1:]]
+pairs = sys.argv[1:]
 for listen, target in zip(pairs[::2], pairs[1::2]):
-    threading.Thread(target=serve, args=(listen, target), daemon=True).start()
+    threading.Thread(target=serve, args=(int(listen), target), daemon=True).start()
 while True:
     signal.pause()

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# `make compare`: the failure table measured (compare/compare.py), as root, under build/compare.
+#   compare/run.sh           every cell, 3 trials each; writes docs/compare.md and
+#                            docs/compare.png from the run
+#   compare/run.sh --quick   one trial per cell (`make test`): build/compare/run only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD/build/compare
+for command in redis-server etcd; do
+    command -v "$command" >/dev/null || {
+        echo "compare: $command is missing: make setup installs Debian's redis-server and etcd-server" >&2
+        exit 2
+    }
+done
+# The clients, pinned, from PyPI into the checkout.
+PYPI=(redis==8.1.0 pottery==3.0.1 etcd3gw==2.7.0 psycopg2-binary==2.9.13 matplotlib==3.11.2)
+if [ "$("$ROOT/venv/bin/pip" freeze 2>/dev/null | grep -cxF "${PYPI[@]/#/-e}")" != ${#PYPI[@]} ]; then
+    python3 -m venv "$ROOT/venv"
+    "$ROOT/venv/bin/pip" install -q --no-cache-dir "${PYPI[@]}" </dev/null
+fi
+rm -rf "$ROOT/run"
+# No bytecode caches in the checkout.
+export PYTHONDONTWRITEBYTECODE=1
+"$ROOT/venv/bin/python" compare/compare.py "$ROOT/run" "$@"
+if [ "${1:-}" != --quick ]; then
+    cp "$ROOT/run/compare.md" docs/compare.md
+    cp "$ROOT/run/compare.png" docs/compare.png
+    echo "compare: wrote docs/compare.md and docs/compare.png"
+fi
