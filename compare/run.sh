@@ -6,12 +6,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD/build/compare
-for command in redis-server etcd; do
+for command in redis-server redis-sentinel etcd; do
     command -v "$command" >/dev/null || {
-        echo "compare: $command is missing: make setup installs Debian's redis-server and etcd-server" >&2
+        echo "compare: $command is missing: make setup installs Debian's redis-server," \
+            "redis-sentinel and etcd-server" >&2
         exit 2
     }
 done
+LIBFAKETIME=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+[ -f "$LIBFAKETIME" ] || {
+    echo "compare: $LIBFAKETIME is missing: make setup installs Debian's libfaketime" >&2
+    exit 2
+}
+mkdir -p "$ROOT"
+# Loaded before libfaketime into redis-server (compare/faketime_shim.c says why).
+if [ ! "$ROOT/faketime_shim.so" -nt compare/faketime_shim.c ]; then
+    cc -shared -fPIC -O2 -Wall -Werror -o "$ROOT/faketime_shim.so" compare/faketime_shim.c -ldl
+fi
 # The clients, pinned, from PyPI into the checkout.
 PYPI=(redis==8.1.0 pottery==3.0.1 etcd3gw==2.7.0 psycopg2-binary==2.9.13 matplotlib==3.11.2)
 if [ "$("$ROOT/venv/bin/pip" freeze 2>/dev/null | grep -cxF "${PYPI[@]/#/-e}")" != ${#PYPI[@]} ]; then

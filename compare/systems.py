@@ -1,12 +1,15 @@
 """The lock systems under comparison, each used as its users run it, behind one interface:
 `acquire(key)` tries once and returns a Grant (with the system's token, or None where it has
-none) or None when the key is busy; `release` lets go. Any call may raise when the lock service
-is gone: the worker then starts over with a new client. `check` says how the resource treats
+none) or None when the key is busy; `release` lets go; `renew`, on the systems whose lock is
+a lease, extends it by the TTL and says whether it was still held. Any call may raise when the
+lock service is gone: the worker then starts over with a new client. `check` says how the resource treats
 the system's writes: "fenced_update", "guarded" (the seeds' `UPDATE ... WHERE fence < token`,
 with `<=` so that a holder's write passes its own claim) or None (no token: every write is
 accepted, as such a resource does in real life)."""
 
 import json
+import random
+import sys
 import uuid
 
 import psycopg2
@@ -14,7 +17,8 @@ import redis
 from etcd3gw.client import Etcd3Client
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from pottery import Redlock
+from redis.sentinel import Sentinel
+from pottery import ExtendUnlockedLock, Redlock
 
 # Leases are scaled down from the seconds users configure to 1 s, so that a trial lasts
 # seconds; every system gets the same TTL.
@@ -35,16 +39,24 @@ class Grant:
 
 
 class RedisLock:
-    """One Redis, `SET key value NX PX ttl`, released by a Lua compare-and-delete (the
-    pattern of Redis' own documentation), with redis-py's defaults."""
+    """One Redis, `SET key value NX PX ttl`, released by a Lua compare-and-delete and renewed
+    by a compare-and-PEXPIRE (the patterns of Redis' own documentation), with redis-py's
+    defaults; in the failover trials, the primary that the Sentinels name (redis-py's
+    Sentinel client)."""
 
     name, check = "Redis (single)", None
     RELEASE = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
                "return redis.call('del', KEYS[1]) else return 0 end")
+    RENEW = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
+             "return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end")
 
     def __init__(self, services):
-        self.client = redis.Redis(**services.redis)
+        if hasattr(services, "sentinels"):
+            self.client = Sentinel(services.sentinels).master_for(services.service)
+        else:
+            self.client = redis.Redis(**services.redis)
         self.release_script = self.client.register_script(self.RELEASE)
+        self.renew_script = self.client.register_script(self.RENEW)
 
     def acquire(self, key):
         value = uuid.uuid4().hex
@@ -54,6 +66,9 @@ class RedisLock:
 
     def release(self, grant):
         self.release_script(keys=[f"lock:{grant.key}"], args=[grant.handle])
+
+    def renew(self, grant):
+        return self.renew_script(keys=[f"lock:{grant.key}"], args=[grant.handle, TTL_MS]) == 1
 
 
 class ByHand:
@@ -126,13 +141,18 @@ class OneCallLock:
 
 
 class FencedLease(OneCallLock):
-    """fenced_lock's lease: `acquire_lease(ns, key, owner, ttl)`, the resource's
-    fenced_update, `release_lease`."""
+    """fenced_lock's lease: `acquire_lease(ns, key, owner, ttl)`, `renew_lease`, the
+    resource's fenced_update, `release_lease`."""
 
     name, check = "fenced_lock (lease)", "fenced_update"
     ACQUIRE = ("SELECT acquire_lease(%(ns)s, %(key)s, %(owner)s, "
                "make_interval(secs => %(ttl)s))")
+    RENEW = ("SELECT renew_lease(%(ns)s, %(key)s, %(token)s, make_interval(secs => %(ttl)s)) "
+             "IS NOT NULL")
     RELEASE = "SELECT release_lease(%(ns)s, %(key)s, %(token)s)"
+
+    def renew(self, grant):
+        return self.call(self.RENEW, grant.key, grant.token)
 
 
 class FencedLeader(OneCallLock):
@@ -146,9 +166,10 @@ class FencedLeader(OneCallLock):
 
 class RedlockLock:
     """Redlock over five independent Redis instances, through pottery (a maintained client),
-    with its defaults and `auto_release_time` = the TTL. No token. The Redis clients do not
-    retry and give up on a node after 0.5 s: with redis-py's default retries, one acquire with
-    a node down outlasts the whole TTL."""
+    with its defaults, `auto_release_time` = the TTL and no limit to the extensions (pottery
+    allows 3 by default). No token. The Redis clients do not retry and give up on a node after
+    0.5 s: with redis-py's default retries, one acquire with a node down outlasts the whole
+    TTL."""
 
     name, check = "Redlock (5 nodes)", None
 
@@ -158,22 +179,31 @@ class RedlockLock:
 
     def acquire(self, key):
         lock = Redlock(key=f"compare-{key}", masters=self.masters,
-                       auto_release_time=TTL_MS / 1000)
+                       auto_release_time=TTL_MS / 1000, num_extensions=sys.maxsize)
         return Grant(key, None, lock) if lock.acquire(blocking=False) else None
 
     def release(self, grant):
         grant.handle.release()
 
+    def renew(self, grant):
+        try:
+            grant.handle.extend()
+            return True
+        except ExtendUnlockedLock:
+            return False
+
 
 class EtcdLock:
     """etcd's lease lock through etcd3gw (the v3 API's gRPC gateway): a lease of the TTL (etcd
     grants at least 2 s) and a key created under it only if absent; the token is the key's
-    create_revision, which the resource checks as it would a fencing token."""
+    create_revision, which the resource checks as it would a fencing token; renewed by a
+    keep-alive of the lease. Each new client talks to one of the members, at random."""
 
     name, check = "etcd (lease lock)", "guarded"
 
     def __init__(self, services):
-        self.client = Etcd3Client(host="127.0.0.1", port=services.etcd_port, timeout=2)
+        self.client = Etcd3Client(host="127.0.0.1", port=random.choice(services.etcd_ports),
+                                  timeout=2)
 
     def acquire(self, key):
         lock = self.client.lock(f"compare-{key}", ttl=max(1, TTL_MS // 1000))
@@ -186,6 +216,9 @@ class EtcdLock:
     def release(self, grant):
         grant.handle.release()
         grant.handle.lease.revoke()
+
+    def renew(self, grant):
+        return grant.handle.lease.refresh() > 0
 
 
 SYSTEMS = {"redis": RedisLock, "redlock": RedlockLock, "etcd": EtcdLock, "by-hand": ByHand,

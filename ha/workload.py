@@ -10,6 +10,7 @@ import time
 import psycopg2
 
 from cluster import HERE, ROOT, log
+from real_parts import PG, dsn_of, pg
 
 HOT_KEYS = [1, 2, 3]
 CLIENTS = 4
@@ -45,11 +46,8 @@ class Resource:
 
     def __init__(self, directory):
         self.directory = directory
-        subprocess.run([os.path.join(ROOT, "scripts/pg.sh"), "start", directory], check=True,
-                       stdout=subprocess.DEVNULL)
-        socket_dir = subprocess.run([os.path.join(ROOT, "scripts/pg.sh"), "socket", directory],
-                                    check=True, capture_output=True, text=True).stdout.strip()
-        self.dsn = f"host={socket_dir} user=postgres dbname=postgres"
+        pg("start", directory)
+        self.dsn = dsn_of(directory)
 
     def reset(self):
         with psycopg2.connect(self.dsn) as conn:
@@ -62,8 +60,7 @@ class Resource:
             return cursor.fetchall()
 
     def stop(self):
-        subprocess.run([os.path.join(ROOT, "scripts/pg.sh"), "stop", self.directory],
-                       stdout=subprocess.DEVNULL)
+        subprocess.run([PG, "stop", self.directory], stdout=subprocess.DEVNULL)
 
 
 class Workload:

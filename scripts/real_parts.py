@@ -1,6 +1,7 @@
 """The real components the HA suite (ha/) and the comparison (compare/) start, all on
-127.0.0.1 and stopped by pid: free TCP ports below the ephemeral range, processes with their
-logs, etcd 3.4 members, TCP proxies that can cut or blackhole a link (scripts/tcp_proxy.py)."""
+127.0.0.1 or Unix sockets and stopped by pid: free TCP ports below the ephemeral range,
+processes with their logs, PostgreSQL servers (scripts/pg.sh), etcd 3.4 members, TCP proxies
+that can cut or blackhole a link (scripts/tcp_proxy.py)."""
 
 import json
 import os
@@ -13,6 +14,7 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PG = os.path.join(HERE, "pg.sh")
 
 
 def log(message):
@@ -82,6 +84,27 @@ def stop_pid(pid, sig=signal.SIGTERM, timeout=20):
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def pg(*argv):
+    """scripts/pg.sh with these arguments (start, standby, stop, crash, promote ...)."""
+    subprocess.run([PG, *argv], check=True, stdout=subprocess.DEVNULL)
+
+
+def socket_of(directory):
+    """The socket directory of pg.sh's server in `directory` (libpq's host)."""
+    return subprocess.run([PG, "socket", directory], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def dsn_of(*directories, **options):
+    """libpq's connection string for pg.sh's servers in `directories` (several: the one that
+    `options` such as target_session_attrs pick, as a client of a primary and its standby
+    connects)."""
+    hosts = ",".join(socket_of(directory) for directory in directories)
+    ports = ",".join("5432" for _ in directories)
+    extra = "".join(f" {name}={value}" for name, value in options.items())
+    return f"host={hosts} port={ports} user=postgres dbname=postgres{extra}"
 
 
 class Processes:
@@ -179,3 +202,7 @@ class Proxy:
 
     def restore(self):
         os.kill(self.process.pid, signal.SIGUSR2)
+
+    def stop(self):
+        stop_pid(self.process.pid, timeout=5)
+        self.process.wait()

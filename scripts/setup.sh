@@ -24,8 +24,8 @@ PACKAGES=("${BUILD_PACKAGES[@]}" postgresql-15 postgresql-server-dev-15 postgres
 PACKAGES+=(libpostgresql-jdbc-java golang-go golang-github-jackc-pgx-v4-dev ruby-pg libdbd-pg-perl
     php-cli php-pgsql)
 # The HA suite (ha/): Patroni 3.0 and etcd 3.4 (Patroni brings psycopg2 for Debian's Python);
-# the comparison (compare/): Redis 7 too.
-PACKAGES+=(patroni etcd-server etcd-client redis-server)
+# the comparison (compare/): Redis 7 with Sentinel, and libfaketime for its clock jumps.
+PACKAGES+=(patroni etcd-server etcd-client redis-server redis-sentinel libfaketime)
 command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 command -v javac >/dev/null || PACKAGES+=(default-jdk-headless)
 

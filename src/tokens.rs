@@ -79,10 +79,7 @@ pub fn advance_past(fcinfo: pg_sys::FunctionCallInfo, past: i64) -> i64 {
     let sequence = extension::objects(fcinfo).token_sequence;
     unsafe { pg_sys::PreventCommandIfReadOnly(c"advance_fencing_tokens()".as_ptr()) };
     exclusively(sequence, || {
-        let skip = match settings::failover_skip() > 0 && on_new_timeline(sequence) {
-            true => settings::failover_skip(),
-            false => 0,
-        };
+        let skip = pending_skip(sequence);
         // With the caller's own privileges on the sequence (42501 for any role but its owner).
         let drawn = draw(sequence, true);
         let position = (drawn + skip).max(past);
@@ -137,10 +134,7 @@ impl allocator::Sequence for TokenSequence {
     /// The next `token_block` tokens, durable before they are handed out.
     fn reserve(&self) -> Reserved {
         let sequence = self.0;
-        let skip = match on_new_timeline(sequence) {
-            true => settings::failover_skip(),
-            false => 0,
-        };
+        let skip = pending_skip(sequence);
         let start = nextval(sequence) + skip;
         let end = start + settings::token_block() - 1;
         setval(sequence, end);
@@ -211,6 +205,15 @@ fn skip_forward_on_new_timeline(sequence: pg_sys::Oid) {
         });
     }
     TIMELINE_SEEN.set(Some((timeline, sequence)));
+}
+
+/// The failover skip that the next draw from `sequence` owes: fenced_lock.failover_skip on a
+/// timeline where nothing was drawn yet, else 0. Read before that draw, which ends it.
+fn pending_skip(sequence: pg_sys::Oid) -> i64 {
+    match on_new_timeline(sequence) {
+        true => settings::failover_skip(),
+        false => 0,
+    }
 }
 
 /// True when nothing was drawn from `sequence` on the current timeline yet: its page was
