@@ -24,7 +24,7 @@ WORKERS = 3
 HOT_KEYS = [1, 2]
 # The rest of the application, in the failover trials: keys no hot-key worker takes.
 OTHER_KEYS = list(range(100, 164))
-WARM_S = 1.0
+WARM_S = 0.5
 PG_SYSTEMS = ("by-hand", "fenced-xact", "fenced-lease", "fenced-leader")
 
 
@@ -77,8 +77,9 @@ class Trial:
         raise RuntimeError("no worker was seen holding a key")
 
     def wait_out_work(self):
-        """Until the holders at the fault have written, and their successors too."""
-        time.sleep(2 * self.work_ms / 1000 + 1)
+        """Until the holders at the fault have written and their successors hold the key
+        (`stop` lets every worker finish the cycle it is in, write included)."""
+        time.sleep(self.work_ms / 1000 + 1.5)
 
     def stop(self):
         for process in self.workers:
@@ -413,7 +414,7 @@ def main():
                     result = analyse(trial, measured)
                     results[(system, fault.name)].append(result)
                     print(f"{SYSTEMS[system].name} / {fault.name}: {result}", flush=True)
-        speeds = throughput(services, 2 if quick else 5) if only is None else {}
+        speeds = throughput(services, 2 if quick else 4) if only is None else {}
     finally:
         services.stop()
     report(directory, faults, results, speeds, trials, time.monotonic() - started)
