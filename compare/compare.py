@@ -204,41 +204,25 @@ class Failover(Fault):
     synchronous = False
 
     def prepare(self, trial):
-        trial.replicated = None
-        if trial.system == "redis":
-            trial.replicated = trial.services.redis_with_sentinels(f"t{trial.number}")
-        elif trial.system in PG_SYSTEMS:
-            trial.replicated = trial.services.postgres_with_standby(f"t{trial.number}",
-                                                                    self.synchronous)
+        name, services = f"t{trial.number}", trial.services
+        trial.replicated = (services.redis_with_sentinels(name) if trial.system == "redis" else
+                            services.etcd_leader() if trial.system == "etcd" else
+                            services.postgres_with_standby(name, self.synchronous))
 
     def endpoints(self, trial, worker):
-        return trial.replicated.values() if trial.replicated else {}
+        return trial.replicated.values()
 
     def run(self, trial):
-        services, replicated = trial.services, trial.replicated
-        if trial.system == "etcd":
-            trial.holder()
-            trial.etcd_leader = services.etcd_leader()
-            services.etcd.members[trial.etcd_leader].kill()
-        else:
-            since = 0
-            if not self.synchronous:
-                replicated.link.blackhole()
-                since = time.monotonic_ns()
-            trial.holder(since=since)
-            time.sleep(0.5)
-            if trial.system == "redis":
-                replicated.primary.kill()
-            else:
-                replicated.fail_over()
+        if not self.synchronous:
+            trial.replicated.hold_back()
+        trial.holder(since=time.monotonic_ns())
+        time.sleep(0.5)
+        trial.replicated.fail()
         trial.wait_out_work()
         return {}
 
     def clean_up(self, trial):
-        if trial.replicated:
-            trial.replicated.stop()
-        elif trial.system == "etcd":
-            trial.services.etcd.restart(trial.etcd_leader)
+        trial.replicated.stop()
 
 
 class SynchronousFailover(Failover):

@@ -19,7 +19,7 @@ import redis
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from real_parts import (PG, Etcd, Processes, Proxy, dsn_of, free_ports, pg,  # noqa: E402
+from real_parts import (Etcd, Processes, Proxy, dsn_of, free_ports, pg, pg_stop,  # noqa: E402
                         socket_of, stop_pid, wait_for)
 
 REDLOCK_NODES = 5
@@ -119,6 +119,14 @@ class RedisWithSentinels:
         return {"sentinels": [["127.0.0.1", port] for port in self.sentinel_ports],
                 "service": self.SERVICE}
 
+    def hold_back(self):
+        """Replication stops from now on (its link blackholed)."""
+        self.link.blackhole()
+
+    def fail(self):
+        """The primary is killed; the Sentinels promote the replica."""
+        self.primary.kill()
+
     def stop(self):
         for process in [*self.sentinels, self.replica.process, self.primary.process]:
             stop_pid(process.pid)
@@ -162,17 +170,57 @@ class PostgresWithStandby:
         return {"lock_dsn": dsn_of(self.primary_dir, self.standby_dir,
                                    target_session_attrs="read-write", connect_timeout=2)}
 
-    def fail_over(self):
+    def hold_back(self):
+        """Replication stops from now on (its link blackholed)."""
+        self.link.blackhole()
+
+    def fail(self):
         """The primary crashes (immediate stop); the standby is promoted."""
         pg("crash", self.primary_dir)
         pg("promote", self.standby_dir)
 
     def stop(self):
         for server in (self.standby_dir, self.primary_dir):
-            subprocess.run([PG, "stop", server], stdout=subprocess.DEVNULL)
+            pg_stop(server)
         self.link.stop()
         for server in (self.primary_dir, self.standby_dir):
             shutil.rmtree(server, ignore_errors=True)
+
+
+class EtcdLeader:
+    """etcd's leader as the primary a failover loses. Raft commits a write on a majority
+    before it answers, so there is no replication to hold back."""
+
+    def __init__(self, etcd):
+        self.etcd, self.killed = etcd, None
+
+    def values(self):
+        return {}
+
+    def hold_back(self):
+        pass
+
+    def fail(self):
+        """The leader (asked of each member in turn) is killed with -9."""
+        self.killed = self.leader()
+        self.etcd.members[self.killed].kill()
+
+    def leader(self):
+        for index, port in enumerate(self.etcd.client_ports):
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/v3/maintenance/status",
+                                             data=b"{}", method="POST")
+            try:
+                status = json.load(urllib.request.urlopen(request, timeout=1))
+            except OSError:
+                continue
+            if status["leader"] == status["header"]["member_id"]:
+                return index
+        raise RuntimeError("no etcd member says it is the leader")
+
+    def stop(self):
+        """The killed leader starts again on its data."""
+        if self.killed is not None:
+            self.etcd.restart(self.killed)
 
 
 class Services:
@@ -216,17 +264,7 @@ class Services:
                                    synchronous)
 
     def etcd_leader(self):
-        """The index of etcd's leader among the members."""
-        for index, port in enumerate(self.etcd.client_ports):
-            request = urllib.request.Request(f"http://127.0.0.1:{port}/v3/maintenance/status",
-                                             data=b"{}", method="POST")
-            try:
-                status = json.load(urllib.request.urlopen(request, timeout=1))
-            except OSError:
-                continue
-            if status["leader"] == status["header"]["member_id"]:
-                return index
-        raise RuntimeError("no etcd member says it is the leader")
+        return EtcdLeader(self.etcd)
 
     def values(self):
         """What a worker needs to reach the services (passed to it as JSON)."""
@@ -238,7 +276,7 @@ class Services:
     def stop(self):
         self.processes.stop_all()
         for directory in (self.lock_dir, self.resource_dir):
-            subprocess.run([PG, "stop", directory], stdout=subprocess.DEVNULL)
+            pg_stop(directory)
 
 
 class Proxies:

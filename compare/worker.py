@@ -73,6 +73,16 @@ class Watchdog(threading.Thread):
         return not self.is_alive()
 
 
+def lost_service(error):
+    """Whether `error` says the lock service went away. psycopg2 raises DatabaseError, not
+    OperationalError, for a server that closed the connection: such an error counts only when
+    the lock's connection is closed, so that any other SQL error stays loud."""
+    if isinstance(error, psycopg2.DatabaseError) and not isinstance(error,
+                                                                    psycopg2.OperationalError):
+        return getattr(system, "conn", None) is not None and system.conn.closed != 0
+    return True
+
+
 resource = None if row_base == "none" else Resource(services.resource_dsn)
 system = None
 while running:
@@ -108,6 +118,8 @@ while running:
             log(f"E {name} {time.monotonic_ns()} release:{type(error).__name__}")
     except (psycopg2.DatabaseError, psycopg2.InterfaceError, redis.RedisError,
             Etcd3Exception, PotteryError, ConnectionError) as error:
+        if not lost_service(error):
+            raise
         # The lock service went away: whatever this worker held is gone with its client.
         log(f"E {name} {time.monotonic_ns()} {type(error).__name__}")
         system = None

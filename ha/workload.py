@@ -10,7 +10,7 @@ import time
 import psycopg2
 
 from cluster import HERE, ROOT, log
-from real_parts import PG, dsn_of, pg
+from real_parts import dsn_of, pg, pg_stop
 
 HOT_KEYS = [1, 2, 3]
 CLIENTS = 4
@@ -60,7 +60,7 @@ class Resource:
             return cursor.fetchall()
 
     def stop(self):
-        subprocess.run([PG, "stop", self.directory], stdout=subprocess.DEVNULL)
+        pg_stop(self.directory)
 
 
 class Workload:

@@ -91,6 +91,11 @@ def pg(*argv):
     subprocess.run([PG, *argv], check=True, stdout=subprocess.DEVNULL)
 
 
+def pg_stop(directory):
+    """Stops pg.sh's server in `directory` if one runs there; never raises (for clean-ups)."""
+    subprocess.run([PG, "stop", directory], stdout=subprocess.DEVNULL)
+
+
 def socket_of(directory):
     """The socket directory of pg.sh's server in `directory` (libpq's host)."""
     return subprocess.run([PG, "socket", directory], check=True, capture_output=True,

@@ -6,6 +6,7 @@ port on 127.0.0.1 or the path of a Unix socket.
              learns anything until its own timeouts)
     SIGUSR2  pass: traffic flows again (bytes held in a blackhole flow on)"""
 
+import os
 import signal
 import socket
 import sys
@@ -91,7 +92,9 @@ def on_pass(*_):
 signal.signal(signal.SIGUSR1, on_cut)
 signal.signal(signal.SIGHUP, lambda *_: passing.clear())
 signal.signal(signal.SIGUSR2, on_pass)
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+# os._exit: sys.exit would wait out interpreter shutdown while the daemon pump threads sit in
+# blocking calls.
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
 pairs = sys.argv[1:]
 for listen, target in zip(pairs[::2], pairs[1::2]):
     threading.Thread(target=serve, args=(int(listen), target), daemon=True).start()

@@ -194,12 +194,12 @@ fn skip_forward_on_new_timeline(sequence: pg_sys::Oid) {
     if TIMELINE_SEEN.get() == Some((timeline, sequence)) {
         return;
     }
-    let skip = settings::failover_skip();
-    if skip > 0 && on_new_timeline(sequence) {
+    if pending_skip(sequence) > 0 {
         // No other backend draws a token between this check and the skip, and no two
         // backends skip from the same value.
         exclusively(sequence, || {
-            if on_new_timeline(sequence) {
+            let skip = pending_skip(sequence);
+            if skip > 0 {
                 setval(sequence, nextval(sequence) + skip);
             }
         });
@@ -210,8 +210,9 @@ fn skip_forward_on_new_timeline(sequence: pg_sys::Oid) {
 /// The failover skip that the next draw from `sequence` owes: fenced_lock.failover_skip on a
 /// timeline where nothing was drawn yet, else 0. Read before that draw, which ends it.
 fn pending_skip(sequence: pg_sys::Oid) -> i64 {
-    match on_new_timeline(sequence) {
-        true => settings::failover_skip(),
+    let skip = settings::failover_skip();
+    match skip > 0 && on_new_timeline(sequence) {
+        true => skip,
         false => 0,
     }
 }
