@@ -42,8 +42,11 @@ const ROW_LOCKED_RECHECK_MS: i64 = 10;
 /// leases of other keys (`sweep`), so that the table does not grow without bound.
 const RETENTION: &str = "1 hour";
 
-/// Table pages each first lease of a key sweeps for such rows: more than the one row it adds.
-const SWEEP_PAGES: u32 = 2;
+/// Every SWEEP_EVERY-th first lease of a key in a backend sweeps SWEEP_PAGES table pages for
+/// such rows: more rows than those first leases add (a page holds at least a dozen lease rows
+/// of the longest owner and key), in one statement rather than one per first lease.
+const SWEEP_EVERY: u32 = 16;
+const SWEEP_PAGES: u32 = 2 * SWEEP_EVERY;
 
 /// The longest key text a lease keeps (bytes); owners are bounded by `locking::owner_argument`.
 const MAX_KEY_BYTES: usize = crate::locking::MAX_IDENTIFIER_BYTES;
@@ -120,7 +123,8 @@ fn wakeup_channel(key: LockKey) -> Option<*mut pg_sys::ConditionVariable> {
 /// search_path, which a re-analysis by the plan cache would use.
 struct Statements {
     /// The lease is this owner's and live (true), or free, expired, or this owner's after its
-    /// expiry (false): the row is locked. No row: held by another owner, or never leased.
+    /// expiry (false): the row is locked. NULL: the key has no row (never leased, or swept).
+    /// No row: held by another owner, or locked by another open transaction.
     takeable: SavedPlan,
     /// Extends this owner's lease: its token.
     extend: SavedPlan,
@@ -186,14 +190,18 @@ impl Statements {
             INTERVALOID,
         ];
         Statements {
+            // One statement tells a first lease from a busy one, so that neither needs a
+            // second look.
             takeable: spi::prepare(
                 &format!(
-                    "SELECT owner IS NOT NULL AND expires_at OPERATOR(pg_catalog.>) {now} \
-                            AND owner OPERATOR(pg_catalog.=) $3 AND {holder} \
+                    "SELECT takeable FROM ( \
+                     SELECT owner IS NOT NULL AND expires_at OPERATOR(pg_catalog.>) {now} \
+                            AND owner OPERATOR(pg_catalog.=) $3 AND {holder} AS takeable \
                        FROM {table} WHERE {key} \
                         AND (owner IS NULL OR {available_at} OPERATOR(pg_catalog.<=) {now} \
                              OR (owner OPERATOR(pg_catalog.=) $3 AND {holder})) \
-                        FOR UPDATE SKIP LOCKED"
+                        FOR UPDATE SKIP LOCKED) AS lease \
+                     UNION ALL SELECT NULL WHERE NOT EXISTS (SELECT FROM {table} WHERE {key})"
                 ),
                 &[INT4OID, INT4OID, TEXTOID, REGROLEOID],
             ),
@@ -381,6 +389,7 @@ fn attempt(
     keyed: &crate::locking::Keyed,
     owner: &str,
     ttl: Interval,
+    waiting: bool,
 ) -> Seen {
     let (ns, id) = (keyed.key.ns.into_datum(), keyed.key.id.into_datum());
     let (owner, role) = (owner.into_datum(), role.into_datum());
@@ -391,27 +400,34 @@ fn attempt(
     loop {
         // Locks the row only when this call may take it, so a busy lease is never blocked
         // by a caller that only looked (the holder must be able to renew and release).
-        statements.takeable.execute(&[ns, id, owner, role]);
-        match first::<bool>() {
+        let found = statements.takeable.execute(&[ns, id, owner, role]) > 0;
+        match (found, first::<bool>()) {
             // Still held by this owner: the same token, the TTL extended.
-            Some(true) => {
+            (true, Some(true)) => {
                 statements.extend.execute(&[ns, id, ttl, delay]);
                 return Seen::Granted(first::<i64>().unwrap_or_default());
             }
             // Free, expired, or this owner's after expiry: drawn under the row lock, after
             // every token of earlier holders, the token of a new grant.
-            Some(false) => {
+            (true, Some(false)) => {
                 let token = tokens::next_token(fcinfo);
                 statements.take.execute(&new_holder(token));
                 return Seen::Granted(token);
             }
-            None => {}
-        }
-        statements.expires_in.execute(&[ns, id]);
-        if let Some(expires_in_us) = first::<i64>() {
-            // Held by another owner, or locked by another open transaction (a row that
-            // `takeable` skipped; 0 or less: look again soon).
-            return Seen::Held { expires_in_us };
+            // Held by another owner, or locked by another open transaction. Only a waiting
+            // acquire needs to know until when (0 or less: look again soon).
+            (false, _) => {
+                if !waiting {
+                    return Seen::Held { expires_in_us: 0 };
+                }
+                statements.expires_in.execute(&[ns, id]);
+                if let Some(expires_in_us) = first::<i64>() {
+                    return Seen::Held { expires_in_us };
+                }
+                // The row went away since (swept): look again.
+                continue;
+            }
+            (true, None) => {}
         }
         // No row: the key was never leased, or its row was swept. A first lease being written
         // by another open transaction would make the insert wait for it: that one holds the
@@ -419,7 +435,7 @@ fn attempt(
         if !lock_first_lease(keyed.key) {
             return Seen::Held { expires_in_us: 0 };
         }
-        sweep(statements, fcinfo);
+        sweep_now_and_then(statements, fcinfo);
         // Tokens only rise: one drawn now is above every earlier holder's, swept rows' too.
         let token = tokens::next_token(fcinfo);
         statements.insert.execute(&new_holder(token));
@@ -444,15 +460,21 @@ fn lock_first_lease(key: LockKey) -> bool {
 }
 
 thread_local! {
-    /// The table page this backend's next sweep starts at (backends start at different pages).
-    static NEXT_SWEEP_PAGE: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+    /// The table page this backend's next sweep starts at (backends start at different pages),
+    /// and the first leases it took since its last sweep.
+    static NEXT_SWEEP: std::cell::Cell<(Option<u32>, u32)> = const { std::cell::Cell::new((None, 0)) };
 }
 
 /// Deletes the released and long-expired (RETENTION) leases on the next SWEEP_PAGES pages of
-/// the table, skipping rows that other transactions have locked. Each first lease of a key
-/// sweeps more pages than the one row it adds, so dead rows cannot pile up, and no
-/// background worker is needed.
-fn sweep(statements: &Statements, fcinfo: pg_sys::FunctionCallInfo) {
+/// the table, at this backend's first first lease and every SWEEP_EVERY-th after it, skipping
+/// rows that other transactions have locked. First leases sweep more than they add, so dead
+/// rows cannot pile up, and no background worker is needed.
+fn sweep_now_and_then(statements: &Statements, fcinfo: pg_sys::FunctionCallInfo) {
+    let (next_page, since_sweep) = NEXT_SWEEP.get();
+    if since_sweep % SWEEP_EVERY != 0 {
+        NEXT_SWEEP.set((next_page, since_sweep + 1));
+        return;
+    }
     let pages = unsafe {
         let relation = pg_sys::relation_open(
             extension::relation(fcinfo, LEASE_TABLE),
@@ -466,11 +488,11 @@ fn sweep(statements: &Statements, fcinfo: pg_sys::FunctionCallInfo) {
     if pages == 0 {
         return;
     }
-    let start = NEXT_SWEEP_PAGE
-        .get()
-        .unwrap_or(unsafe { pg_sys::MyProcPid } as u32)
-        % pages;
-    NEXT_SWEEP_PAGE.set(Some(start + SWEEP_PAGES));
+    let start = match pages > SWEEP_PAGES {
+        true => next_page.unwrap_or(unsafe { pg_sys::MyProcPid } as u32) % pages,
+        false => 0,
+    };
+    NEXT_SWEEP.set((Some(start + SWEEP_PAGES), 1));
     let end = start as i64 + SWEEP_PAGES as i64;
     statements
         .sweep
@@ -513,7 +535,15 @@ fn acquire(
             unsafe { pg_sys::ConditionVariablePrepareToSleep(channel) };
         }
         let seen = as_table_owner(fcinfo, |statements, role| {
-            attempt(statements, fcinfo, role, &keyed, owner, ttl)
+            attempt(
+                statements,
+                fcinfo,
+                role,
+                &keyed,
+                owner,
+                ttl,
+                deadline.is_some(),
+            )
         });
         let expires_in_us = match seen {
             Seen::Granted(token) => {
