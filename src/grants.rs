@@ -6,11 +6,10 @@
 //! Session-scoped grants last until released or until the session ends.
 
 use crate::shared_grants;
-use crate::types::{LockKey, Scope};
+use crate::types::{KeyMap, LockKey, Scope};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 struct TransactionGrant {
     token: i64,
@@ -29,8 +28,8 @@ struct SessionGrant {
 
 #[derive(Default)]
 struct Grants {
-    transaction: HashMap<LockKey, TransactionGrant>,
-    session: HashMap<LockKey, SessionGrant>,
+    transaction: KeyMap<TransactionGrant>,
+    session: KeyMap<SessionGrant>,
     warned_outside_block: bool,
 }
 

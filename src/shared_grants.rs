@@ -7,14 +7,19 @@
 //! Each backend publishes its own grants and removes them when they end (it remembers the slot
 //! of each in `grants`); a backend that exits removes what is left; a crash restart
 //! re-creates shared memory, and with it an empty table.
+//!
+//! No lock: a backend claims a free slot with a compare-and-swap of its pid (starting where its
+//! last grant was, so backends keep to slots of their own) and only it writes that slot, inside
+//! a change count that is odd while it writes. A reader copies a slot between two readings of
+//! an even, equal count; a slot that changed meanwhile was being published or withdrawn, and is
+//! read as not there (as it was, or will be, a moment later).
 
 use crate::settings;
-use crate::shmem::{LwLockGuard, Part};
+use crate::shmem::Part;
 use crate::types::{LockKey, Scope};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-
-const NO_SLOT: u32 = u32::MAX;
+use std::sync::atomic::{fence, AtomicU32, Ordering};
 
 /// How much of a text a slot keeps (bytes, cut at a character boundary).
 const TEXT_BYTES: usize = 64;
@@ -55,9 +60,10 @@ impl ShortText {
     }
 }
 
+/// What a slot holds while its grant is published.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct Slot {
+struct Published {
     pid: i32,
     database: pg_sys::Oid,
     ns: i32,
@@ -65,8 +71,7 @@ struct Slot {
     token: i64,
     acquired_at: pg_sys::TimestampTz,
     session: bool,
-    in_use: bool,
-    next_free: u32,
+    live: bool,
     /// The text of a named key (empty for an (ns, id) key).
     label: ShortText,
     /// The owner a session grant was taken for (empty for none).
@@ -74,28 +79,66 @@ struct Slot {
 }
 
 #[repr(C)]
+struct Slot {
+    /// The pid of the backend whose slot this is, 0 while free.
+    claimed_by: AtomicU32,
+    /// Odd while the claiming backend writes `published`.
+    changes: AtomicU32,
+    published: Published,
+}
+
+impl Slot {
+    /// Writes the slot (its claiming backend only), inside an odd change count.
+    fn write(&mut self, published: Published) {
+        let changes = self.changes.load(Ordering::Relaxed);
+        self.changes
+            .store(changes.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        unsafe { std::ptr::write_volatile(&raw mut self.published, published) };
+        self.changes
+            .store(changes.wrapping_add(2), Ordering::Release);
+    }
+
+    /// A copy of the slot's grant, if it is live and did not change while copied.
+    fn read(&self) -> Option<Published> {
+        let before = self.changes.load(Ordering::Acquire);
+        if before % 2 == 1 || self.claimed_by.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let published = unsafe { std::ptr::read_volatile(&raw const self.published) };
+        fence(Ordering::Acquire);
+        (published.live && self.changes.load(Ordering::Relaxed) == before).then_some(published)
+    }
+}
+
+/// The size fenced_lock.max_grants' description gives.
+const _: () = assert!(std::mem::size_of::<Slot>() == 176);
+
+#[repr(C)]
 struct Table {
     capacity: u32,
-    free_head: u32,
+    /// Slots claimed: a publish reserves one here first, so a full table is known at once
+    /// (without a search) and a reserved slot is always there to be found.
+    claimed: AtomicU32,
     slots: [Slot; 0],
 }
 
 static mut TABLE: *mut Table = std::ptr::null_mut();
-static mut LOCK: *mut pg_sys::LWLock = std::ptr::null_mut();
-static TRANCHE: &core::ffi::CStr = c"fenced_lock";
+
+thread_local! {
+    /// Where this backend looks for a free slot first: the one its last grant had.
+    static FIRST_LOOK: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+}
 
 fn table_size(capacity: u32) -> usize {
     std::mem::size_of::<Table>() + capacity as usize * std::mem::size_of::<Slot>()
 }
 
-/// The table and its lock in shared memory (shmem.rs).
+/// The table in shared memory (shmem.rs).
 pub const GRANTS_PART: Part = Part { request, place };
 
 fn request() {
-    unsafe {
-        pg_sys::RequestAddinShmemSpace(table_size(settings::max_grants()));
-        pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1);
-    }
+    unsafe { pg_sys::RequestAddinShmemSpace(table_size(settings::max_grants())) };
 }
 
 /// Finds, or creates and fills, the table.
@@ -110,31 +153,28 @@ fn place() {
         ) as *mut Table;
         if !found {
             (*table).capacity = capacity;
-            (*table).free_head = if capacity == 0 { NO_SLOT } else { 0 };
+            (*table).claimed = AtomicU32::new(0);
             let slots = (*table).slots.as_mut_ptr();
-            for index in 0..capacity {
-                let next_free = if index + 1 < capacity {
-                    index + 1
-                } else {
-                    NO_SLOT
-                };
-                slots.add(index as usize).write(Slot {
-                    pid: 0,
-                    database: pg_sys::InvalidOid,
-                    ns: 0,
-                    id: 0,
-                    token: 0,
-                    acquired_at: 0,
-                    session: false,
-                    in_use: false,
-                    next_free,
-                    label: ShortText::EMPTY,
-                    owner: ShortText::EMPTY,
+            for index in 0..capacity as usize {
+                slots.add(index).write(Slot {
+                    claimed_by: AtomicU32::new(0),
+                    changes: AtomicU32::new(0),
+                    published: Published {
+                        pid: 0,
+                        database: pg_sys::InvalidOid,
+                        ns: 0,
+                        id: 0,
+                        token: 0,
+                        acquired_at: 0,
+                        session: false,
+                        live: false,
+                        label: ShortText::EMPTY,
+                        owner: ShortText::EMPTY,
+                    },
                 });
             }
         }
         TABLE = table;
-        LOCK = &raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock;
     }
 }
 
@@ -142,20 +182,16 @@ fn available() -> bool {
     unsafe { !TABLE.is_null() }
 }
 
-/// Runs `work` on the table under its lock in `mode`; None when there is no table.
-fn with_table<R>(
-    mode: pg_sys::LWLockMode::Type,
-    work: impl FnOnce(&mut Table, &mut [Slot]) -> R,
-) -> Option<R> {
+/// The table's claim count and slots; None when there is no table.
+fn table() -> Option<(&'static AtomicU32, &'static mut [Slot])> {
     if !available() {
         return None;
     }
     unsafe {
-        let _locked = LwLockGuard::acquire(LOCK, mode);
         let table = &mut *TABLE;
         let slots =
             std::slice::from_raw_parts_mut(table.slots.as_mut_ptr(), table.capacity as usize);
-        Some(work(&mut *TABLE, slots))
+        Some((&table.claimed, slots))
     }
 }
 
@@ -167,55 +203,67 @@ pub fn publish(
     token: i64,
     scope: Scope,
 ) -> Option<u32> {
-    if !available() {
+    let (claimed, slots) = table()?;
+    let capacity = slots.len();
+    if claimed.fetch_add(1, Ordering::Relaxed) as usize >= capacity {
+        claimed.fetch_sub(1, Ordering::Relaxed);
         return None;
     }
-    let (label, owner) = (ShortText::new(label), ShortText::new(owner));
-    let acquired_at = unsafe { pg_sys::GetCurrentTimestamp() };
     let (pid, database) = unsafe { (pg_sys::MyProcPid, pg_sys::MyDatabaseId) };
-    with_table(pg_sys::LWLockMode::LW_EXCLUSIVE, |table, slots| {
-        let index = table.free_head;
-        if index == NO_SLOT {
-            return None;
-        }
-        let slot = &mut slots[index as usize];
-        table.free_head = slot.next_free;
-        *slot = Slot {
-            pid,
-            database,
-            ns: key.ns,
-            id: key.id,
-            token,
-            acquired_at,
-            session: scope == Scope::Session,
-            in_use: true,
-            next_free: NO_SLOT,
-            label,
-            owner,
-        };
-        Some(index)
-    })
-    .flatten()
+    let first = FIRST_LOOK.get().unwrap_or(pid as u32) as usize % capacity;
+    // A slot freed behind the search while others took those ahead of it can take a second
+    // pass to find.
+    let index = std::iter::repeat_n((first..capacity).chain(0..first), 2)
+        .flatten()
+        .find(|&index| {
+            let claimed_by = &slots[index].claimed_by;
+            claimed_by.load(Ordering::Relaxed) == 0
+                && (claimed_by.compare_exchange(
+                    0,
+                    pid as u32,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ))
+                .is_ok()
+        });
+    let Some(index) = index else {
+        claimed.fetch_sub(1, Ordering::Relaxed);
+        return None;
+    };
+    slots[index].write(Published {
+        pid,
+        database,
+        ns: key.ns,
+        id: key.id,
+        token,
+        acquired_at: unsafe { pg_sys::GetCurrentTimestamp() },
+        session: scope == Scope::Session,
+        live: true,
+        label: ShortText::new(label),
+        owner: ShortText::new(owner),
+    });
+    FIRST_LOOK.set(Some(index as u32));
+    Some(index as u32)
 }
 
 /// Removes grants this backend published.
 pub fn withdraw(indexes: impl IntoIterator<Item = u32>) {
-    let mut indexes = indexes.into_iter().peekable();
-    if indexes.peek().is_none() {
+    let Some((claimed, slots)) = table() else {
         return;
-    }
-    let pid = unsafe { pg_sys::MyProcPid };
-    with_table(pg_sys::LWLockMode::LW_EXCLUSIVE, |table, slots| {
-        for index in indexes {
-            let slot = &mut slots[index as usize];
-            // Only this backend's own slot: never free another backend's grant.
-            if slot.in_use && slot.pid == pid {
-                slot.in_use = false;
-                slot.next_free = table.free_head;
-                table.free_head = index;
-            }
+    };
+    let pid = unsafe { pg_sys::MyProcPid } as u32;
+    for index in indexes {
+        let slot = &mut slots[index as usize];
+        // Only this backend's own slot: never free another backend's grant.
+        if slot.claimed_by.load(Ordering::Relaxed) == pid {
+            slot.write(Published {
+                live: false,
+                ..slot.published
+            });
+            slot.claimed_by.store(0, Ordering::Release);
+            claimed.fetch_sub(1, Ordering::Relaxed);
         }
-    });
+    }
 }
 
 /// A live grant as the table holds it.
@@ -231,18 +279,15 @@ pub struct Grant {
     pub owner: Option<String>,
 }
 
-/// The live fenced grants of the current database, copied out under a shared lock (brief:
-/// one pass over the table); empty when there is no table.
+/// The live fenced grants of the current database, copied out in one pass over the table;
+/// empty when there is no table.
 pub fn live_grants() -> Vec<Grant> {
     let database = unsafe { pg_sys::MyDatabaseId };
-    let live: Vec<Slot> = with_table(pg_sys::LWLockMode::LW_SHARED, |_, slots| {
-        slots
-            .iter()
-            .filter(|slot| slot.in_use && slot.database == database)
-            .copied()
-            .collect()
-    })
-    .unwrap_or_default();
+    let slots = table().map(|(_, slots)| &*slots).unwrap_or_default();
+    let live: Vec<Published> = (slots.iter())
+        .filter_map(Slot::read)
+        .filter(|published| published.database == database)
+        .collect();
     live.into_iter()
         .map(|slot| Grant {
             pid: slot.pid,

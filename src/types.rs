@@ -4,6 +4,7 @@
 
 use pgrx::pg_sys;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// A namespaced advisory lock key: `ns` is the kind of lock, `id` the entity.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -30,6 +31,32 @@ impl LockKey {
             locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
             locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
         }
+    }
+}
+
+/// A map by lock key with a hash of one multiply per field, not SipHash: it is on the
+/// acquire path, and a backend's map holds only its own grants, so colliding keys would slow
+/// only the backend that chose them.
+pub type KeyMap<V> = std::collections::HashMap<LockKey, V, BuildHasherDefault<KeyHasher>>;
+
+#[derive(Default)]
+pub struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        bytes.iter().for_each(|&byte| self.write_u32(byte.into()));
+    }
+
+    fn write_u32(&mut self, value: u32) {
+        self.0 = (self.0.rotate_left(5) ^ u64::from(value)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_i32(&mut self, value: i32) {
+        self.write_u32(value as u32);
     }
 }
 
