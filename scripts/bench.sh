@@ -152,8 +152,11 @@ awk -v l="$lease" -v r="$raw" -v a="$acquire" \
 # A backend's CPU time is added to the postmaster's children's time when it exits, so each
 # pgbench run (its own backend) is measured whole; the runs alternate, and the median per
 # workload is printed. Steadier than tps on a shared machine (other processes' load does not
-# count), and it shows where a gap in tps comes from.
+# count), and it shows where a gap in tps comes from. Autovacuum is off meanwhile, and each
+# run starts from a VACUUM: an autovacuum worker's CPU time would otherwise count for the run
+# in which it exits.
 CPU_CALLS=${BENCH_CPU_CALLS:-20000}
+psql "$URL" -qXAt -c "ALTER SYSTEM SET autovacuum = off" -c "SELECT pg_reload_conf()" >/dev/null
 postmaster=$(head -1 "$DIR/data/postmaster.pid")
 children_cpu_ticks() { awk '{ print $16 + $17 }' "/proc/$postmaster/stat"; }
 CPU_WORKLOADS=(floor bare_lock acquire_random raw_lease_cycle lease_cycle update_raw update_fenced
@@ -161,6 +164,8 @@ CPU_WORKLOADS=(floor bare_lock acquire_random raw_lease_cycle lease_cycle update
 declare -A cpu
 for ((round = 0; round < ROUNDS; round++)); do
     for workload in "${CPU_WORKLOADS[@]}"; do
+        psql "$URL" -qX -c "VACUUM"
+        sleep 0.2 # the postmaster reaps psql's backend
         before=$(children_cpu_ticks)
         /usr/lib/postgresql/15/bin/pgbench -n -M prepared -c 1 -t "$CPU_CALLS" \
             -f "bench/$workload.sql" "$URL" >/dev/null 2>&1
@@ -168,6 +173,7 @@ for ((round = 0; round < ROUNDS; round++)); do
         cpu[$workload]+="$((($(children_cpu_ticks) - before) * 1000000 / $(getconf CLK_TCK) / CPU_CALLS)) "
     done
 done
+psql "$URL" -qXAt -c "ALTER SYSTEM RESET autovacuum" -c "SELECT pg_reload_conf()" >/dev/null
 echo
 echo "backend CPU per call (one client, $CPU_CALLS calls x $ROUNDS runs; median, microseconds)"
 for workload in "${CPU_WORKLOADS[@]}"; do

@@ -108,6 +108,12 @@ pub enum FencedError {
     },
     /// The token sequence was made UNLOGGED: after a crash it would restart and repeat tokens.
     UnloggedTokenSequence,
+    /// A lease's row changed after the snapshot of a REPEATABLE READ or SERIALIZABLE
+    /// transaction: as PostgreSQL's own FOR UPDATE would say, not "busy".
+    LeaseChangedAfterSnapshot {
+        function: &'static str,
+        key: LockKey,
+    },
     /// A query fenced_lock runs itself (through SPI) failed in a way PostgreSQL did not report
     /// as an error of its own: a bug in fenced_lock.
     Internal {
@@ -186,6 +192,7 @@ impl FencedError {
             FencedError::ParallelMode { .. } => ERRCODE_INVALID_TRANSACTION_STATE,
             FencedError::ValueTooLong { .. } => ERRCODE_STRING_DATA_RIGHT_TRUNCATION,
             FencedError::UnloggedTokenSequence => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            FencedError::LeaseChangedAfterSnapshot { .. } => ERRCODE_T_R_SERIALIZATION_FAILURE,
             FencedError::Internal { .. } => ERRCODE_INTERNAL_ERROR,
             FencedError::TriggerMisuse { .. } => ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
             FencedError::UnknownNamespace { .. } => ERRCODE_UNDEFINED_OBJECT,
@@ -273,6 +280,10 @@ impl FencedError {
                 "the token sequence of fenced_lock is UNLOGGED: tokens would repeat after a crash"
                     .into()
             }
+            FencedError::LeaseChangedAfterSnapshot { function, key } => format!(
+                "{function}: the lease on {key} was changed by a transaction that committed \
+                 after this transaction's snapshot"
+            ),
             FencedError::Internal { what, error } => format!("fenced_lock: {what}: {error}"),
             FencedError::TriggerMisuse { message } => message.clone(),
             FencedError::UnknownNamespace { name } => {
@@ -361,6 +372,10 @@ impl FencedError {
             }
             FencedError::UnloggedTokenSequence => {
                 "Run ALTER SEQUENCE fencing_token_seq SET LOGGED as the extension's owner."
+            }
+            FencedError::LeaseChangedAfterSnapshot { .. } => {
+                "Retry the transaction, as for any serialization failure, or call the lease \
+                 functions in autocommit."
             }
             FencedError::FenceColumnNotBigint { table, column, .. } => {
                 return Some(format!(

@@ -123,8 +123,8 @@ fn wakeup_channel(key: LockKey) -> Option<*mut pg_sys::ConditionVariable> {
 /// search_path, which a re-analysis by the plan cache would use.
 struct Statements {
     /// The lease is this owner's and live (true), or free, expired, or this owner's after its
-    /// expiry (false): the row is locked. NULL: the key has no row (never leased, or swept).
-    /// No row: held by another owner, or locked by another open transaction.
+    /// expiry (false), with the row's ctid (to lock: `lock_row`). NULL: the key has no row
+    /// (never leased, or swept). No row: held by another owner.
     takeable: SavedPlan,
     /// Extends this owner's lease: its token.
     extend: SavedPlan,
@@ -138,8 +138,8 @@ struct Statements {
     renew: SavedPlan,
     /// Releases the lease held with a token by a role.
     release: SavedPlan,
-    /// Deletes released and long-expired leases on a range of table pages.
-    sweep: SavedPlan,
+    /// The ctids of released and long-expired leases on a range of table pages.
+    sweepable: SavedPlan,
 }
 
 const QUALIFIED_HOLDER_CHECK: &str = "(holder OPERATOR(pg_catalog.=) $4 \
@@ -194,14 +194,13 @@ impl Statements {
             // second look.
             takeable: spi::prepare(
                 &format!(
-                    "SELECT takeable FROM ( \
-                     SELECT owner IS NOT NULL AND expires_at OPERATOR(pg_catalog.>) {now} \
-                            AND owner OPERATOR(pg_catalog.=) $3 AND {holder} AS takeable \
+                    "SELECT owner IS NOT NULL AND expires_at OPERATOR(pg_catalog.>) {now} \
+                            AND owner OPERATOR(pg_catalog.=) $3 AND {holder}, ctid \
                        FROM {table} WHERE {key} \
                         AND (owner IS NULL OR {available_at} OPERATOR(pg_catalog.<=) {now} \
                              OR (owner OPERATOR(pg_catalog.=) $3 AND {holder})) \
-                        FOR UPDATE SKIP LOCKED) AS lease \
-                     UNION ALL SELECT NULL WHERE NOT EXISTS (SELECT FROM {table} WHERE {key})"
+                     UNION ALL SELECT NULL, NULL \
+                      WHERE NOT EXISTS (SELECT FROM {table} WHERE {key})"
                 ),
                 &[INT4OID, INT4OID, TEXTOID, REGROLEOID],
             ),
@@ -270,17 +269,15 @@ impl Statements {
                 ),
                 &[INT4OID, INT4OID, INT8OID, REGROLEOID],
             ),
-            sweep: spi::prepare(
+            sweepable: spi::prepare(
                 &format!(
-                    "DELETE FROM {table} WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY( \
-                     SELECT ctid FROM {table} \
+                    "SELECT ctid FROM {table} \
                       WHERE ctid OPERATOR(pg_catalog.>=) \
                                 pg_catalog.format('(%s,0)', $1)::pg_catalog.tid \
                         AND ctid OPERATOR(pg_catalog.<) \
                                 pg_catalog.format('(%s,0)', $2)::pg_catalog.tid \
                         AND (owner IS NULL OR {available_at} OPERATOR(pg_catalog.<) \
-                             ({now} OPERATOR(pg_catalog.-) '{RETENTION}'::pg_catalog.interval)) \
-                        FOR UPDATE SKIP LOCKED))"
+                             ({now} OPERATOR(pg_catalog.-) '{RETENTION}'::pg_catalog.interval))"
                 ),
                 &[INT8OID, INT8OID],
             ),
@@ -296,7 +293,7 @@ impl Statements {
             self.insert,
             self.renew,
             self.release,
-            self.sweep,
+            self.sweepable,
         ]
         .into_iter()
         .for_each(SavedPlan::free);
@@ -374,6 +371,8 @@ enum Seen {
     Granted(i64),
     /// Held by another owner until this many microseconds from now.
     Held { expires_in_us: i64 },
+    /// Changed after the transaction's snapshot (REPEATABLE READ, SERIALIZABLE).
+    ChangedAfterSnapshot,
 }
 
 /// The first column of the first row the last statement returned, read as `T`.
@@ -397,26 +396,47 @@ fn attempt(
     let delay = lock_delay().into_datum();
     // The parameters of `take` and `insert`: the new holder's row.
     let new_holder = |token: i64| [ns, id, owner, role, token.into_datum(), label, ttl, delay];
-    loop {
+    // Opened for `lock_row` and the sweep, which write the heap directly, with the lock the
+    // statements' writes take; held to the transaction's end, as theirs are.
+    let table = unsafe {
+        pg_sys::relation_open(
+            extension::relation(fcinfo, LEASE_TABLE),
+            pg_sys::RowExclusiveLock as _,
+        )
+    };
+    let seen = (|| loop {
+        let found = statements.takeable.execute(&[ns, id, owner, role]) > 0;
+        let takeable = first::<bool>();
         // Locks the row only when this call may take it, so a busy lease is never blocked
         // by a caller that only looked (the holder must be able to renew and release).
-        let found = statements.takeable.execute(&[ns, id, owner, role]) > 0;
-        match (found, first::<bool>()) {
+        let locked = match (takeable, SavedPlan::value(0, 2)) {
+            (Some(_), Some(ctid)) => lock_row(table, ctid),
+            _ => RowLock::Busy,
+        };
+        match (found, takeable, locked) {
             // Still held by this owner: the same token, the TTL extended.
-            (true, Some(true)) => {
+            (true, Some(true), RowLock::Locked) => {
                 statements.extend.execute(&[ns, id, ttl, delay]);
                 return Seen::Granted(first::<i64>().unwrap_or_default());
             }
             // Free, expired, or this owner's after expiry: drawn under the row lock, after
             // every token of earlier holders, the token of a new grant.
-            (true, Some(false)) => {
+            (true, Some(false), RowLock::Locked) => {
                 let token = tokens::next_token(fcinfo);
                 statements.take.execute(&new_holder(token));
                 return Seen::Granted(token);
             }
-            // Held by another owner, or locked by another open transaction. Only a waiting
-            // acquire needs to know until when (0 or less: look again soon).
-            (false, _) => {
+            // Changed since this statement's snapshot: the next statement has a newer one,
+            // unless the transaction reads one snapshot throughout.
+            (true, Some(_), RowLock::Changed) => match transaction_snapshot() {
+                true => return Seen::ChangedAfterSnapshot,
+                false => continue,
+            },
+            // Locked by another open transaction: look again soon.
+            (true, Some(_), RowLock::Busy) => return Seen::Held { expires_in_us: 0 },
+            // Held by another owner. Only a waiting acquire needs to know until when (0 or
+            // less: look again soon).
+            (false, _, _) => {
                 if !waiting {
                     return Seen::Held { expires_in_us: 0 };
                 }
@@ -427,7 +447,7 @@ fn attempt(
                 // The row went away since (swept): look again.
                 continue;
             }
-            (true, None) => {}
+            (true, None, _) => {}
         }
         // No row: the key was never leased, or its row was swept. A first lease being written
         // by another open transaction would make the insert wait for it: that one holds the
@@ -435,14 +455,66 @@ fn attempt(
         if !lock_first_lease(keyed.key) {
             return Seen::Held { expires_in_us: 0 };
         }
-        sweep_now_and_then(statements, fcinfo);
+        sweep_now_and_then(statements, table);
         // Tokens only rise: one drawn now is above every earlier holder's, swept rows' too.
         let token = tokens::next_token(fcinfo);
         statements.insert.execute(&new_holder(token));
         if first::<i64>().is_some() {
             return Seen::Granted(token);
         }
+    })();
+    unsafe { pg_sys::relation_close(table, pg_sys::NoLock as _) };
+    seen
+}
+
+/// What `lock_row` found.
+enum RowLock {
+    /// The row is locked by this transaction, as its statement saw it.
+    Locked,
+    /// Another open transaction has locked or is changing the row.
+    Busy,
+    /// The row was changed or deleted by a transaction that committed after the statement's
+    /// snapshot.
+    Changed,
+}
+
+/// Locks the row version at `ctid` (a tid datum) FOR UPDATE without waiting, and only that
+/// version. `FOR UPDATE SKIP LOCKED` in the statement would lock the newer version when a
+/// takeover committed meanwhile, and keep it locked even after that version fails the
+/// recheck (PostgreSQL's rule): a caller that only looked would then hold the new holder's
+/// row until its transaction ended, and the holder's release would fail with 55P03.
+fn lock_row(table: pg_sys::Relation, ctid: pg_sys::Datum) -> RowLock {
+    use pg_sys::TM_Result;
+    unsafe {
+        let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
+        tuple.t_self = *(ctid.cast_mut_ptr::<pg_sys::ItemPointerData>());
+        let mut buffer: pg_sys::Buffer = pg_sys::InvalidBuffer as _;
+        let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
+        let result = pg_sys::heap_lock_tuple(
+            table,
+            &mut tuple,
+            pg_sys::GetCurrentCommandId(true),
+            pg_sys::LockTupleMode::LockTupleExclusive,
+            pg_sys::LockWaitPolicy::LockWaitSkip,
+            false,
+            &mut buffer,
+            &mut failure,
+        );
+        if buffer != pg_sys::InvalidBuffer as pg_sys::Buffer {
+            pg_sys::ReleaseBuffer(buffer);
+        }
+        match result {
+            TM_Result::TM_Ok => RowLock::Locked,
+            TM_Result::TM_WouldBlock | TM_Result::TM_BeingModified => RowLock::Busy,
+            _ => RowLock::Changed,
+        }
     }
+}
+
+/// Whether the transaction reads one snapshot throughout (REPEATABLE READ or SERIALIZABLE):
+/// then a statement run again sees the same rows.
+fn transaction_snapshot() -> bool {
+    unsafe { pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 }
 }
 
 /// The transaction-level lock that orders the first leases of `key` (an advisory lock tag of
@@ -467,24 +539,16 @@ thread_local! {
 
 /// Deletes the released and long-expired (RETENTION) leases on the next SWEEP_PAGES pages of
 /// the table, at this backend's first first lease and every SWEEP_EVERY-th after it, skipping
-/// rows that other transactions have locked. First leases sweep more than they add, so dead
-/// rows cannot pile up, and no background worker is needed.
-fn sweep_now_and_then(statements: &Statements, fcinfo: pg_sys::FunctionCallInfo) {
+/// rows that other transactions have locked or changed (`lock_row`). First leases sweep more
+/// than they add, so dead rows cannot pile up, and no background worker is needed.
+fn sweep_now_and_then(statements: &Statements, table: pg_sys::Relation) {
     let (next_page, since_sweep) = NEXT_SWEEP.get();
     if since_sweep % SWEEP_EVERY != 0 {
         NEXT_SWEEP.set((next_page, since_sweep + 1));
         return;
     }
-    let pages = unsafe {
-        let relation = pg_sys::relation_open(
-            extension::relation(fcinfo, LEASE_TABLE),
-            pg_sys::AccessShareLock as _,
-        );
-        let pages =
-            pg_sys::RelationGetNumberOfBlocksInFork(relation, pg_sys::ForkNumber::MAIN_FORKNUM);
-        pg_sys::relation_close(relation, pg_sys::AccessShareLock as _);
-        pages
-    };
+    let pages =
+        unsafe { pg_sys::RelationGetNumberOfBlocksInFork(table, pg_sys::ForkNumber::MAIN_FORKNUM) };
     if pages == 0 {
         return;
     }
@@ -494,9 +558,19 @@ fn sweep_now_and_then(statements: &Statements, fcinfo: pg_sys::FunctionCallInfo)
     };
     NEXT_SWEEP.set((Some(start + SWEEP_PAGES), 1));
     let end = start as i64 + SWEEP_PAGES as i64;
-    statements
-        .sweep
+    let rows = statements
+        .sweepable
         .execute(&[(start as i64).into_datum(), end.into_datum()]);
+    let ctids: Vec<pg_sys::ItemPointerData> = (0..rows)
+        .filter_map(|row| SavedPlan::value(row, 1))
+        .map(|ctid| unsafe { *(ctid.cast_mut_ptr::<pg_sys::ItemPointerData>()) })
+        .collect();
+    for mut ctid in ctids {
+        let datum = pg_sys::Datum::from(&raw mut ctid);
+        if let RowLock::Locked = lock_row(table, datum) {
+            unsafe { pg_sys::simple_heap_delete(table, &mut ctid) };
+        }
+    }
 }
 
 /// Acquires the lease, waiting up to `wait` (None: not at all); the token or None.
@@ -553,6 +627,11 @@ fn acquire(
                 return Some(token);
             }
             Seen::Held { expires_in_us } => expires_in_us,
+            Seen::ChangedAfterSnapshot => FencedError::LeaseChangedAfterSnapshot {
+                function,
+                key: keyed.key,
+            }
+            .raise(),
         };
         let deadline = deadline?;
         let left_us = deadline - now();

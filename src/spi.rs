@@ -59,13 +59,21 @@ impl SavedPlan {
 
     /// The first column of the first row the last `execute` returned, if any and not NULL.
     pub fn first_value() -> Option<pg_sys::Datum> {
+        SavedPlan::value(0, 1)
+    }
+
+    /// Column `column` (from 1) of row `row` (from 0) of what the last `execute` returned,
+    /// if there is such a row and the value is not NULL. A value passed by reference lives
+    /// until the next `execute`.
+    pub fn value(row: u64, column: i32) -> Option<pg_sys::Datum> {
         unsafe {
             let table = pg_sys::SPI_tuptable;
-            if table.is_null() || pg_sys::SPI_processed == 0 {
+            if table.is_null() || row >= pg_sys::SPI_processed {
                 return None;
             }
             let mut is_null = false;
-            let datum = pg_sys::SPI_getbinval(*(*table).vals, (*table).tupdesc, 1, &mut is_null);
+            let tuple = *(*table).vals.add(row as usize);
+            let datum = pg_sys::SPI_getbinval(tuple, (*table).tupdesc, column, &mut is_null);
             (!is_null).then_some(datum)
         }
     }
