@@ -151,11 +151,13 @@ impl Statements {
     /// yet updated (ALTER EXTENSION fenced_lock UPDATE) keeps working, without a delay.
     fn prepare(table: &str, with_lock_delay: bool) -> Statements {
         use pg_sys::{INT4OID, INT8OID, INTERVALOID, REGROLEOID, TEXTOID};
-        // The row lock, taken without waiting: SKIP LOCKED where a locked row reads as busy,
-        // NOWAIT (55P03) where the caller must hear that it could not look.
+        // The row lock of a renew or release, taken without waiting (55P03: the caller must
+        // hear that it could not look), and only of the row held with the token: a call with
+        // another token must not lock the holder's row.
         let locked_row_nowait = format!(
             "t.ctid OPERATOR(pg_catalog.=) (SELECT l.ctid FROM {table} l \
               WHERE l.ns OPERATOR(pg_catalog.=) $1 AND l.id OPERATOR(pg_catalog.=) $2 \
+                AND l.token OPERATOR(pg_catalog.=) $3 AND l.owner IS NOT NULL \
               FOR UPDATE NOWAIT)"
         );
         let key = "ns OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2";
