@@ -87,10 +87,16 @@ for ((round = 0; round < ROUNDS; round++)); do
         [[ $script == *@per_call ]] && url=$PER_CALL_URL script=${script%@per_call}
         [[ $script == *:* ]] && options=${script#*:} script=${script%%:*}
         [[ $workload == *_1 ]] && clients=1 threads=1
-        tps=$(PGOPTIONS=$options /usr/lib/postgresql/15/bin/pgbench -n -M prepared \
-            -c "$clients" -j "$threads" -T "$SECONDS_EACH" -f "bench/$script.sql" "$url" 2>/dev/null |
-            sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
-        [ -n "$tps" ] || { echo "bench: pgbench failed for $workload" >&2; exit 1; }
+        # A client's error fails the run (pgbench exits non-zero), loudly: an error under load
+        # is a bug to see, not a round to skip.
+        if ! output=$(PGOPTIONS=$options /usr/lib/postgresql/15/bin/pgbench -n -M prepared \
+            -c "$clients" -j "$threads" -T "$SECONDS_EACH" -f "bench/$script.sql" "$url" 2>&1); then
+            echo "bench: pgbench failed for $workload:" >&2
+            grep -i "error\|abort" <<<"$output" | head -5 >&2
+            exit 1
+        fi
+        tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$output")
+        [ -n "$tps" ] || { echo "bench: pgbench printed no tps for $workload" >&2; exit 1; }
         results[$workload]+="$tps "
         echo "round $((round + 1))/$ROUNDS  $workload: $tps tps"
     done
