@@ -114,6 +114,12 @@ pub enum FencedError {
         function: &'static str,
         key: LockKey,
     },
+    /// Another open transaction is writing a lease's row that renew_lease or release_lease
+    /// would write: they never wait for it.
+    LeaseRowBusy {
+        function: &'static str,
+        key: LockKey,
+    },
     /// A query fenced_lock runs itself (through SPI) failed in a way PostgreSQL did not report
     /// as an error of its own: a bug in fenced_lock.
     Internal {
@@ -193,6 +199,7 @@ impl FencedError {
             FencedError::ValueTooLong { .. } => ERRCODE_STRING_DATA_RIGHT_TRUNCATION,
             FencedError::UnloggedTokenSequence => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::LeaseChangedAfterSnapshot { .. } => ERRCODE_T_R_SERIALIZATION_FAILURE,
+            FencedError::LeaseRowBusy { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
             FencedError::Internal { .. } => ERRCODE_INTERNAL_ERROR,
             FencedError::TriggerMisuse { .. } => ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
             FencedError::UnknownNamespace { .. } => ERRCODE_UNDEFINED_OBJECT,
@@ -283,6 +290,9 @@ impl FencedError {
             FencedError::LeaseChangedAfterSnapshot { function, key } => format!(
                 "{function}: the lease on {key} was changed by a transaction that committed \
                  after this transaction's snapshot"
+            ),
+            FencedError::LeaseRowBusy { function, key } => format!(
+                "{function}: the lease on {key} is being written by another open transaction"
             ),
             FencedError::Internal { what, error } => format!("fenced_lock: {what}: {error}"),
             FencedError::TriggerMisuse { message } => message.clone(),
@@ -376,6 +386,10 @@ impl FencedError {
             FencedError::LeaseChangedAfterSnapshot { .. } => {
                 "Retry the transaction, as for any serialization failure, or call the lease \
                  functions in autocommit."
+            }
+            FencedError::LeaseRowBusy { .. } => {
+                "Call it again once that transaction ends (a takeover, or a renewal or release \
+                 with the same token): renew_lease and release_lease never wait for it."
             }
             FencedError::FenceColumnNotBigint { table, column, .. } => {
                 return Some(format!(

@@ -134,9 +134,11 @@ struct Statements {
     expires_in: SavedPlan,
     /// The first lease of a key: its token, or no row when a concurrent first lease won.
     insert: SavedPlan,
-    /// Renews the lease held with a token by a role: the new expiry.
+    /// The ctid of the lease held with a token by a role (to lock: `lock_row`).
+    held: SavedPlan,
+    /// Renews the lease at a ctid, locked by `held_row`: the new expiry.
     renew: SavedPlan,
-    /// Releases the lease held with a token by a role.
+    /// Releases the lease at a ctid, locked by `held_row`.
     release: SavedPlan,
     /// The ctids of released and long-expired leases on a range of table pages.
     sweepable: SavedPlan,
@@ -150,16 +152,7 @@ impl Statements {
     /// lock_delay column (0.3.0's): a server whose library is new but whose extension is not
     /// yet updated (ALTER EXTENSION fenced_lock UPDATE) keeps working, without a delay.
     fn prepare(table: &str, with_lock_delay: bool) -> Statements {
-        use pg_sys::{INT4OID, INT8OID, INTERVALOID, REGROLEOID, TEXTOID};
-        // The row lock of a renew or release, taken without waiting (55P03: the caller must
-        // hear that it could not look), and only of the row held with the token: a call with
-        // another token must not lock the holder's row.
-        let locked_row_nowait = format!(
-            "t.ctid OPERATOR(pg_catalog.=) (SELECT l.ctid FROM {table} l \
-              WHERE l.ns OPERATOR(pg_catalog.=) $1 AND l.id OPERATOR(pg_catalog.=) $2 \
-                AND l.token OPERATOR(pg_catalog.=) $3 AND l.owner IS NOT NULL \
-              FOR UPDATE NOWAIT)"
-        );
+        use pg_sys::{INT4OID, INT8OID, INTERVALOID, REGROLEOID, TEXTOID, TIDOID};
         let key = "ns OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2";
         let now = "pg_catalog.clock_timestamp()";
         // One reading of the clock for every timestamp a statement writes.
@@ -244,32 +237,30 @@ impl Statements {
                 ),
                 &new_holder,
             ),
+            held: spi::prepare(
+                &format!(
+                    "SELECT ctid FROM {table} \
+                      WHERE {key} AND token OPERATOR(pg_catalog.=) $3 AND owner IS NOT NULL \
+                        AND {holder}"
+                ),
+                &[INT4OID, INT4OID, INT8OID, REGROLEOID],
+            ),
             renew: spi::prepare(
                 &format!(
-                    "UPDATE {table} AS t SET renewed_at = clock.now, \
-                            expires_at = clock.now OPERATOR(pg_catalog.+) $5{} \
-                       FROM {clock} \
-                      WHERE {key} AND token OPERATOR(pg_catalog.=) $3 AND owner IS NOT NULL \
-                        AND {holder} AND {locked_row_nowait} RETURNING expires_at",
-                    set_delay(6)
+                    "UPDATE {table} SET renewed_at = clock.now, \
+                            expires_at = clock.now OPERATOR(pg_catalog.+) $2{} \
+                       FROM {clock} WHERE ctid OPERATOR(pg_catalog.=) $1 RETURNING expires_at",
+                    set_delay(3)
                 ),
-                &[
-                    INT4OID,
-                    INT4OID,
-                    INT8OID,
-                    REGROLEOID,
-                    INTERVALOID,
-                    INTERVALOID,
-                ],
+                &[TIDOID, INTERVALOID, INTERVALOID],
             ),
             release: spi::prepare(
                 &format!(
-                    "UPDATE {table} AS t SET owner = NULL, holder = NULL, renewed_at = NULL, \
+                    "UPDATE {table} SET owner = NULL, holder = NULL, renewed_at = NULL, \
                             expires_at = NULL \
-                      WHERE {key} AND token OPERATOR(pg_catalog.=) $3 AND owner IS NOT NULL \
-                        AND {holder} AND {locked_row_nowait}"
+                      WHERE ctid OPERATOR(pg_catalog.=) $1"
                 ),
-                &[INT4OID, INT4OID, INT8OID, REGROLEOID],
+                &[TIDOID],
             ),
             sweepable: spi::prepare(
                 &format!(
@@ -293,6 +284,7 @@ impl Statements {
             self.take,
             self.expires_in,
             self.insert,
+            self.held,
             self.renew,
             self.release,
             self.sweepable,
@@ -398,20 +390,12 @@ fn attempt(
     let delay = lock_delay().into_datum();
     // The parameters of `take` and `insert`: the new holder's row.
     let new_holder = |token: i64| [ns, id, owner, role, token.into_datum(), label, ttl, delay];
-    // Opened for `lock_row` and the sweep, which write the heap directly, with the lock the
-    // statements' writes take; held to the transaction's end, as theirs are.
-    let table = unsafe {
-        pg_sys::relation_open(
-            extension::relation(fcinfo, LEASE_TABLE),
-            pg_sys::RowExclusiveLock as _,
-        )
-    };
-    let seen = (|| loop {
+    with_lease_table(fcinfo, |table| loop {
         let found = statements.takeable.execute(&[ns, id, owner, role]) > 0;
         let takeable = first::<bool>();
         // Locks the row only when this call may take it, so a busy lease is never blocked
         // by a caller that only looked (the holder must be able to renew and release).
-        let locked = match (takeable, SavedPlan::value(0, 2)) {
+        let locked = match (takeable, ctid(0, 2)) {
             (Some(_), Some(ctid)) => lock_row(table, ctid),
             _ => RowLock::Busy,
         };
@@ -464,9 +448,64 @@ fn attempt(
         if first::<i64>().is_some() {
             return Seen::Granted(token);
         }
-    })();
+    })
+}
+
+/// Runs `work` with the lease table open for `lock_row` and the sweep, which write the heap
+/// directly: with the lock the statements' writes take, held to the transaction's end, as
+/// theirs are.
+fn with_lease_table<R>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    work: impl FnOnce(pg_sys::Relation) -> R,
+) -> R {
+    let table = unsafe {
+        pg_sys::relation_open(
+            extension::relation(fcinfo, LEASE_TABLE),
+            pg_sys::RowExclusiveLock as _,
+        )
+    };
+    let result = work(table);
     unsafe { pg_sys::relation_close(table, pg_sys::NoLock as _) };
-    seen
+    result
+}
+
+/// The row id in column `column` (from 1) of row `row` (from 0) the last statement returned.
+fn ctid(row: u64, column: i32) -> Option<pg_sys::ItemPointerData> {
+    SavedPlan::value(row, column)
+        .map(|datum| unsafe { *(datum.cast_mut_ptr::<pg_sys::ItemPointerData>()) })
+}
+
+/// Locks the row of the lease on `key` held with `token` by `role` (or a role it is a member
+/// of) as `lock_row` does: its ctid, or None when no lease is held with that token. Never
+/// waits (55P03: the caller must hear that it could not look), and never locks a row it does
+/// not then write: a row that fails a recheck after a concurrent takeover would stay locked,
+/// as `FOR UPDATE` in the statement would leave it, and the new holder could not renew.
+fn lock_held(
+    statements: &Statements,
+    table: pg_sys::Relation,
+    function: &'static str,
+    key: LockKey,
+    token: i64,
+    role: pg_sys::Oid,
+) -> Option<pg_sys::ItemPointerData> {
+    loop {
+        statements.held.execute(&[
+            key.ns.into_datum(),
+            key.id.into_datum(),
+            token.into_datum(),
+            role.into_datum(),
+        ]);
+        let row = ctid(0, 1)?;
+        match lock_row(table, row) {
+            RowLock::Locked => return Some(row),
+            RowLock::Busy => FencedError::LeaseRowBusy { function, key }.raise(),
+            RowLock::Changed if transaction_snapshot() => {
+                FencedError::LeaseChangedAfterSnapshot { function, key }.raise()
+            }
+            // The next statement has a newer snapshot: the row may no longer be this token's.
+            RowLock::Changed => continue,
+        }
+    }
 }
 
 /// What `lock_row` found.
@@ -480,16 +519,15 @@ enum RowLock {
     Changed,
 }
 
-/// Locks the row version at `ctid` (a tid datum) FOR UPDATE without waiting, and only that
-/// version. `FOR UPDATE SKIP LOCKED` in the statement would lock the newer version when a
+/// Locks the row version at `ctid` FOR UPDATE without waiting, and only that version. `FOR UPDATE SKIP LOCKED` in the statement would lock the newer version when a
 /// takeover committed meanwhile, and keep it locked even after that version fails the
 /// recheck (PostgreSQL's rule): a caller that only looked would then hold the new holder's
 /// row until its transaction ended, and the holder's release would fail with 55P03.
-fn lock_row(table: pg_sys::Relation, ctid: pg_sys::Datum) -> RowLock {
+fn lock_row(table: pg_sys::Relation, ctid: pg_sys::ItemPointerData) -> RowLock {
     use pg_sys::TM_Result;
     unsafe {
         let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
-        tuple.t_self = *(ctid.cast_mut_ptr::<pg_sys::ItemPointerData>());
+        tuple.t_self = ctid;
         let mut buffer: pg_sys::Buffer = pg_sys::InvalidBuffer as _;
         let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
         let result = pg_sys::heap_lock_tuple(
@@ -563,14 +601,10 @@ fn sweep_now_and_then(statements: &Statements, table: pg_sys::Relation) {
     let rows = statements
         .sweepable
         .execute(&[(start as i64).into_datum(), end.into_datum()]);
-    let ctids: Vec<pg_sys::ItemPointerData> = (0..rows)
-        .filter_map(|row| SavedPlan::value(row, 1))
-        .map(|ctid| unsafe { *(ctid.cast_mut_ptr::<pg_sys::ItemPointerData>()) })
-        .collect();
-    for mut ctid in ctids {
-        let datum = pg_sys::Datum::from(&raw mut ctid);
-        if let RowLock::Locked = lock_row(table, datum) {
-            unsafe { pg_sys::simple_heap_delete(table, &mut ctid) };
+    let rows: Vec<pg_sys::ItemPointerData> = (0..rows).filter_map(|row| ctid(row, 1)).collect();
+    for mut row in rows {
+        if let RowLock::Locked = lock_row(table, row) {
+            unsafe { pg_sys::simple_heap_delete(table, &mut row) };
         }
     }
 }
@@ -720,17 +754,16 @@ key_forms! {
         let token = required(token, function, "token").or_raise();
         let ttl = positive(ttl, function, "ttl");
         refuse_in_parallel_mode(function);
-        let key = keyed.key;
         as_table_owner(fcinfo, |statements, role| {
-            statements.renew.execute(&[
-                key.ns.into_datum(),
-                key.id.into_datum(),
-                token.into_datum(),
-                role.into_datum(),
-                ttl.into_datum(),
-                lock_delay().into_datum(),
-            ]);
-            first::<TimestampWithTimeZone>()
+            with_lease_table(fcinfo, |table| {
+                let mut row = lock_held(statements, table, function, keyed.key, token, role)?;
+                statements.renew.execute(&[
+                    Some(pg_sys::Datum::from(&raw mut row)),
+                    ttl.into_datum(),
+                    lock_delay().into_datum(),
+                ]);
+                first::<TimestampWithTimeZone>()
+            })
         })
     },
 }
@@ -746,14 +779,17 @@ key_forms! {
     |fcinfo, function, keyed| {
         let token = required(token, function, "token").or_raise();
         refuse_in_parallel_mode(function);
-        let key = keyed.key;
         let released = as_table_owner(fcinfo, |statements, role| {
-            statements.release.execute(&[
-                key.ns.into_datum(),
-                key.id.into_datum(),
-                token.into_datum(),
-                role.into_datum(),
-            ]) == 1
+            with_lease_table(fcinfo, |table| {
+                lock_held(statements, table, function, keyed.key, token, role).is_some_and(
+                    |mut row| {
+                        statements
+                            .release
+                            .execute(&[Some(pg_sys::Datum::from(&raw mut row))])
+                            == 1
+                    },
+                )
+            })
         });
         if released {
             if let Some(channel) = wakeup_channel(keyed.key) {

@@ -2,7 +2,7 @@
 //! they can, each call in its own transaction; a connection that found the lease held
 //! releases it with a token it never had (as `make bench`'s lease cycle does, with 0). Neither
 //! the look nor the wrong release may stand in the holder's way: every holder's release
-//! succeeds, never 55P03 ("could not obtain lock on row"), and every wrong release returns
+//! succeeds, never 55P03 (the row being written by another transaction), and every wrong release returns
 //! false. Before 0.3.0's fixes, a look that raced a takeover kept the row locked until its
 //! transaction ended (PostgreSQL keeps the lock of a row that fails the recheck after a
 //! concurrent update), and so did a release with the wrong token (it locked the key's row
@@ -84,32 +84,52 @@ fn releases_succeed_while_contenders_look() {
     );
 }
 
-/// An acquire in a transaction that reads one snapshot (REPEATABLE READ, SERIALIZABLE) cannot
-/// look again at a lease that another transaction took after that snapshot: it raises 40001
-/// (serialization_failure, which drivers and retry loops know to retry), never NULL, which
-/// would say "busy" about a row the transaction cannot see. READ COMMITTED looks again and
-/// says busy. Both kinds of change: a takeover of an expired row, and a first lease of a key
-/// that had no row when the snapshot was taken.
+/// A lease call in a transaction that reads one snapshot (REPEATABLE READ, SERIALIZABLE)
+/// cannot look again at a lease that another transaction took after that snapshot: it raises
+/// 40001 (serialization_failure, which drivers and retry loops know to retry), never NULL or
+/// false, which would say "busy" or "lost" about a row the transaction cannot see. READ
+/// COMMITTED looks again: busy, or lost. Each call: an acquire after a takeover of an expired
+/// lease and after a first lease of a key that had no row at the snapshot; the old holder's
+/// renew and release after a takeover.
 #[test]
 fn a_lease_taken_after_the_snapshot_is_a_serialization_failure() {
     let server = Server::fresh("lease_snapshot", &["shared_preload_libraries=fenced_lock"]);
     server.create_database();
     let mut looker = server.connect(DATABASE);
     let mut taker = server.connect(DATABASE);
-    let levels = ["READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"];
-    for (n, level) in levels.iter().enumerate() {
-        for first_lease in [false, true] {
-            let id = (n * 2 + first_lease as usize) as i32;
-            if !first_lease {
-                // An expired lease of another owner: free to take, for whoever comes first.
-                taker
-                    .execute(
+    // The call, whether the key has a row before the snapshot, and what READ COMMITTED returns.
+    let calls = [
+        (
+            "acquire_lease($1, 'looker', '1 hour') IS NULL",
+            true,
+            "busy",
+        ),
+        (
+            "acquire_lease($1, 'looker', '1 hour') IS NULL",
+            false,
+            "busy",
+        ),
+        ("renew_lease($1, $2, '1 hour') IS NULL", true, "lost"),
+        ("NOT release_lease($1, $2)", true, "lost"),
+    ];
+    let mut id = 0;
+    for level in ["READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"] {
+        for (call, row_before, answer) in calls {
+            id += 1;
+            let sql = format!("SELECT {}", call.replace("($1", "(7801, $1"));
+            // An expired lease of another owner: free to take, for whoever comes first.
+            let old_token = match row_before {
+                true => taker
+                    .query_one(
                         "SELECT acquire_lease(7801, $1, 'old', '1 microsecond')",
                         &[&id],
                     )
-                    .unwrap();
-                std::thread::sleep(std::time::Duration::from_millis(2));
-            }
+                    .unwrap()
+                    .get::<_, i64>(0),
+                false => 0,
+            };
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            let case = format!("{level}, {sql}, row before the snapshot: {row_before}");
             looker
                 .batch_execute(&format!("BEGIN ISOLATION LEVEL {level}; SELECT 1"))
                 .unwrap();
@@ -117,27 +137,19 @@ fn a_lease_taken_after_the_snapshot_is_a_serialization_failure() {
                 .query_one("SELECT acquire_lease(7801, $1, 'taker', '1 hour')", &[&id])
                 .unwrap()
                 .get(0);
-            assert!(taken.is_some(), "{level}: the taker did not get lease {id}");
-            let outcome =
-                looker.query_one("SELECT acquire_lease(7801, $1, 'looker', '1 hour')", &[&id]);
-            let case = format!(
-                "{level}, {}",
-                if first_lease {
-                    "first lease"
-                } else {
-                    "takeover"
+            assert!(taken.is_some(), "{case}: the taker did not get the lease");
+            let parameters: Vec<&(dyn postgres::types::ToSql + Sync)> = match call.contains("$2") {
+                true => vec![&id, &old_token],
+                false => vec![&id],
+            };
+            match (level, looker.query_one(&sql, &parameters)) {
+                ("READ COMMITTED", Ok(row)) => {
+                    assert!(row.get::<_, bool>(0), "{case}: not {answer}")
                 }
-            );
-            match (*level, outcome) {
-                ("READ COMMITTED", Ok(row)) => assert_eq!(
-                    row.get::<_, Option<i64>>(0),
-                    None,
-                    "{case}: the lease is the taker's, so busy"
-                ),
                 ("READ COMMITTED", Err(error)) => panic!("{case}: {error:?}"),
                 (_, Ok(row)) => panic!(
-                    "{case}: returned {:?} instead of raising 40001",
-                    row.get::<_, Option<i64>>(0)
+                    "{case}: returned {} instead of raising 40001",
+                    row.get::<_, bool>(0)
                 ),
                 (_, Err(error)) => {
                     let error = error.as_db_error().expect("a server error");
@@ -145,17 +157,14 @@ fn a_lease_taken_after_the_snapshot_is_a_serialization_failure() {
                 }
             }
             looker.batch_execute("ROLLBACK").unwrap();
-            // The retry a driver would make, in a new transaction: busy, and the lease
-            // still the taker's.
+            // The retry a driver would make, in a new transaction: busy or lost, and the
+            // lease still the taker's.
             looker
                 .batch_execute(&format!("BEGIN ISOLATION LEVEL {level}"))
                 .unwrap();
-            let retried: Option<i64> = looker
-                .query_one("SELECT acquire_lease(7801, $1, 'looker', '1 hour')", &[&id])
-                .unwrap()
-                .get(0);
+            let retried: bool = looker.query_one(&sql, &parameters).unwrap().get(0);
             looker.batch_execute("COMMIT").unwrap();
-            assert_eq!(retried, None, "{case}: the retry found the lease busy");
+            assert!(retried, "{case}: the retry did not find the lease {answer}");
             let owner: String = taker
                 .query_one(
                     "SELECT owner FROM fenced_leases WHERE ns = 7801 AND id = $1",
@@ -166,4 +175,91 @@ fn a_lease_taken_after_the_snapshot_is_a_serialization_failure() {
             assert_eq!(owner, "taker", "{case}");
         }
     }
+}
+
+/// A release by a holder that lost the lease while its statement ran must leave the new
+/// holder's row unlocked. One connection takes the lease over and over (each take a new token,
+/// with a TTL of a microsecond); another reads the current token and releases it inside a
+/// transaction it keeps open a moment. When a takeover commits between the release's snapshot
+/// and its row lock, `FOR UPDATE` in the release would lock the new version, find its token
+/// different and return false, but keep the lock until the transaction ends (PostgreSQL's
+/// rule for a row that fails the recheck): the new holder's renewal would fail with 55P03
+/// meanwhile. The row's xmax tells whether the releasing transaction holds it.
+#[test]
+fn a_lost_release_leaves_the_new_holder_unlocked() {
+    const RELEASES: usize = 3_000;
+    let server = Server::fresh(
+        "lease_lost_release",
+        &["shared_preload_libraries=fenced_lock"],
+    );
+    server.create_database();
+    let mut taker = server.connect(DATABASE);
+    taker
+        .execute(
+            "SELECT acquire_lease(7802, 1, 'taker', '1 microsecond')",
+            &[],
+        )
+        .unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let taking = {
+        let done = done.clone();
+        thread::spawn(move || {
+            let mut takes = 0u64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                taker
+                    .execute(
+                        "SELECT acquire_lease(7802, 1, 'taker', '1 microsecond')",
+                        &[],
+                    )
+                    .unwrap();
+                takes += 1;
+            }
+            takes
+        })
+    };
+    let mut releaser = server.connect(DATABASE);
+    let (mut lost, mut left_locked) = (0, 0);
+    for _ in 0..RELEASES {
+        // The token the lease is held with now (the view shows held leases only).
+        let token: i64 = releaser
+            .query_one(
+                "SELECT token FROM fenced_lease_state WHERE ns = 7802 AND id = 1",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        let mut transaction = releaser.transaction().unwrap();
+        let released: bool =
+            match transaction.query_one("SELECT release_lease(7802, 1, $1)", &[&token]) {
+                Ok(row) => row.get(0),
+                // The taker's open transaction was writing the row: not this test's case.
+                Err(error) if error.code().map(|code| code.code()) == Some("55P03") => continue,
+                Err(error) => panic!("release of {token}: {error:?}"),
+            };
+        if !released {
+            lost += 1;
+            let locked: bool = transaction
+                .query_one(
+                    "SELECT xmax::text::bigint \
+                            = pg_current_xact_id_if_assigned()::text::bigint % 4294967296 \
+                       FROM fenced_lease_state WHERE ns = 7802 AND id = 1",
+                    &[],
+                )
+                .unwrap()
+                .get::<_, Option<bool>>(0)
+                .unwrap_or(false);
+            left_locked += locked as usize;
+        }
+        transaction.commit().unwrap();
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let takes = taking.join().unwrap();
+    println!(
+        "lost release: {takes} takeovers, {RELEASES} releases, {lost} lost, {left_locked} left the new holder's row locked"
+    );
+    assert!(lost > 100, "only {lost} releases raced a takeover");
+    assert_eq!(
+        left_locked, 0,
+        "releases that lost the lease but kept its row locked"
+    );
 }
