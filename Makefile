@@ -46,11 +46,11 @@ build-setup:
 setup:
 	scripts/setup.sh
 
-# Also installs the install scripts of 0.1.0 and 0.2.0 as shipped, so a database of either can
-# be made and upgraded.
-install: $(if $(USER_PG_CONFIG),build-setup,setup)
-	CARGO_TARGET_DIR=$(TARGET_DIR) cargo pgrx install --release --pg-config $(PG_CONFIG)
-	install -m 644 sql/fenced_lock--0.1.0.sql sql/fenced_lock--0.2.0.sql $$($(PG_CONFIG) --sharedir)/extension/
+# Installs what `make` built, with the install scripts of 0.1.0 and 0.2.0 as shipped, so a
+# database of either can be made and upgraded; safe under a running server (each file is
+# renamed into place, never rewritten).
+install: all
+	scripts/install-staged.sh $(PG_CONFIG) build/stage/pg$(PG)
 
 # A Debian package per major in build/packages (postgresql-15-fenced-lock_0.3.0-1_amd64.deb and
 # those of 16 and 18), or for PG_CONFIG's major alone.

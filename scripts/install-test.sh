@@ -51,4 +51,30 @@ else
 fi
 check "make PG_CONFIG=<15> stages the library" \
     "$(ls build/stage/pg15/usr/lib/postgresql/15/lib/fenced_lock.so 2>/dev/null | wc -l)" 1
+# `make install` under a running server: the library is a new file, renamed into place, so
+# the running backends keep the one they mapped and a backend that loads it meanwhile (each
+# connection here: the library is not preloaded) finds it whole, never missing or half
+# written.
+live=$OUT/live pg_config=/usr/lib/postgresql/15/bin/pg_config
+library=$("$pg_config" --pkglibdir)/fenced_lock.so
+scripts/pg.sh start "$live" >/dev/null
+live_url="host=$(scripts/pg.sh socket "$live") user=postgres dbname=postgres"
+psql "$live_url" -qX -c "CREATE EXTENSION fenced_lock"
+before=$(stat -c %i "$library")
+make -s install PG_CONFIG="$pg_config" >"$OUT/install-live.log" 2>&1 &
+installing=$!
+calls=0 failures=0
+while kill -0 "$installing" 2>/dev/null; do
+    calls=$((calls + 1))
+    psql "$live_url" -qXAt -c "BEGIN" -c "SELECT acquire_fenced(1, 1) > 0" -c "COMMIT" \
+        >/dev/null 2>&1 || failures=$((failures + 1))
+done
+wait "$installing"
+check "make install under a running server" "$?" 0
+check "the library is a new file" "$((before != $(stat -c %i "$library")))" 1
+check "new backends were served throughout ($calls calls)" "$failures" 0
+check "no server process crashed" "$(grep -c 'terminated by signal' "$live/server.log")" 0
+check "a token from the server afterwards" \
+    "$(psql "$live_url" -qXAt -c "BEGIN" -c "SELECT acquire_fenced(1, 1) > 0" -c "COMMIT")" t
+scripts/pg.sh stop "$live" >/dev/null
 finish
