@@ -64,7 +64,6 @@ impl ShortText {
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct Published {
-    pid: i32,
     database: pg_sys::Oid,
     ns: i32,
     id: i32,
@@ -80,7 +79,7 @@ struct Published {
 
 #[repr(C)]
 struct Slot {
-    /// The pid of the backend whose slot this is, 0 while free.
+    /// The pid of the backend whose slot this is (the grant's), 0 while free.
     claimed_by: AtomicU32,
     /// Odd while the claiming backend writes `published`.
     changes: AtomicU32,
@@ -99,15 +98,18 @@ impl Slot {
             .store(changes.wrapping_add(2), Ordering::Release);
     }
 
-    /// A copy of the slot's grant, if it is live and did not change while copied.
-    fn read(&self) -> Option<Published> {
+    /// The pid and a copy of the slot's grant, if it is live and did not change while copied
+    /// (a slot withdrawn and claimed again meanwhile has a new change count too).
+    fn read(&self) -> Option<(i32, Published)> {
         let before = self.changes.load(Ordering::Acquire);
-        if before % 2 == 1 || self.claimed_by.load(Ordering::Relaxed) == 0 {
+        let pid = self.claimed_by.load(Ordering::Relaxed);
+        if before % 2 == 1 || pid == 0 {
             return None;
         }
         let published = unsafe { std::ptr::read_volatile(&raw const self.published) };
         fence(Ordering::Acquire);
-        (published.live && self.changes.load(Ordering::Relaxed) == before).then_some(published)
+        (published.live && self.changes.load(Ordering::Relaxed) == before)
+            .then_some((pid as i32, published))
     }
 }
 
@@ -160,7 +162,6 @@ fn place() {
                     claimed_by: AtomicU32::new(0),
                     changes: AtomicU32::new(0),
                     published: Published {
-                        pid: 0,
                         database: pg_sys::InvalidOid,
                         ns: 0,
                         id: 0,
@@ -231,7 +232,6 @@ pub fn publish(
         return None;
     };
     slots[index].write(Published {
-        pid,
         database,
         ns: key.ns,
         id: key.id,
@@ -284,13 +284,13 @@ pub struct Grant {
 pub fn live_grants() -> Vec<Grant> {
     let database = unsafe { pg_sys::MyDatabaseId };
     let slots = table().map(|(_, slots)| &*slots).unwrap_or_default();
-    let live: Vec<Published> = (slots.iter())
+    let live: Vec<(i32, Published)> = (slots.iter())
         .filter_map(Slot::read)
-        .filter(|published| published.database == database)
+        .filter(|(_, published)| published.database == database)
         .collect();
     live.into_iter()
-        .map(|slot| Grant {
-            pid: slot.pid,
+        .map(|(pid, slot)| Grant {
+            pid,
             key: LockKey {
                 ns: slot.ns,
                 id: slot.id,
