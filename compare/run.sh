@@ -32,7 +32,13 @@ fi
 rm -rf "$ROOT/run"
 # No bytecode caches in the checkout.
 export PYTHONDONTWRITEBYTECODE=1
-"$ROOT/venv/bin/python" compare/compare.py "$ROOT/run" "$@"
+# In the background, so that a SIGTERM or Ctrl-C to this script reaches compare.py, which
+# stops every server it started (bash would otherwise exit and leave it running).
+"$ROOT/venv/bin/python" compare/compare.py "$ROOT/run" "$@" &
+compare=$!
+trap 'kill -TERM "$compare" 2>/dev/null; wait "$compare"; exit 143' TERM INT
+wait "$compare"
+trap - TERM INT
 if [ "${1:-}" != --quick ]; then
     cp "$ROOT/run/compare.md" docs/compare.md
     cp "$ROOT/run/compare.png" docs/compare.png
