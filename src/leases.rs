@@ -136,9 +136,9 @@ struct Statements {
     insert: SavedPlan,
     /// The ctid of the lease held with a token by a role (to lock: `lock_row`).
     held: SavedPlan,
-    /// Renews the lease at a ctid, locked by `held_row`: the new expiry.
+    /// Renews the lease at a ctid, locked by `lock_held`: the new expiry.
     renew: SavedPlan,
-    /// Releases the lease at a ctid, locked by `held_row`.
+    /// Releases the lease at a ctid, locked by `lock_held`.
     release: SavedPlan,
     /// The ctids of released and long-expired leases on a range of table pages.
     sweepable: SavedPlan,
