@@ -114,6 +114,11 @@ pub enum FencedError {
         function: &'static str,
         key: LockKey,
     },
+    /// A lease function called in a read-only transaction (on a hot standby too): every one
+    /// of them may write the lease's row.
+    ReadOnlyLease {
+        function: &'static str,
+    },
     /// Another open transaction is writing a lease's row that renew_lease or release_lease
     /// would write: they never wait for it.
     LeaseRowBusy {
@@ -200,6 +205,7 @@ impl FencedError {
             FencedError::UnloggedTokenSequence => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::LeaseChangedAfterSnapshot { .. } => ERRCODE_T_R_SERIALIZATION_FAILURE,
             FencedError::LeaseRowBusy { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
+            FencedError::ReadOnlyLease { .. } => ERRCODE_READ_ONLY_SQL_TRANSACTION,
             FencedError::Internal { .. } => ERRCODE_INTERNAL_ERROR,
             FencedError::TriggerMisuse { .. } => ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
             FencedError::UnknownNamespace { .. } => ERRCODE_UNDEFINED_OBJECT,
@@ -291,6 +297,9 @@ impl FencedError {
                 "{function}: the lease on {key} was changed by a transaction that committed \
                  after this transaction's snapshot"
             ),
+            FencedError::ReadOnlyLease { function } => {
+                format!("{function}: cannot write a lease in a read-only transaction")
+            }
             FencedError::LeaseRowBusy { function, key } => format!(
                 "{function}: the lease on {key} is being written by another open transaction"
             ),
@@ -386,6 +395,10 @@ impl FencedError {
             FencedError::LeaseChangedAfterSnapshot { .. } => {
                 "Retry the transaction, as for any serialization failure, or call the lease \
                  functions in autocommit."
+            }
+            FencedError::ReadOnlyLease { .. } => {
+                "On a hot standby, connect to the primary server; on the primary, call it in a \
+                 read-write transaction."
             }
             FencedError::LeaseRowBusy { .. } => {
                 "Call it again once that transaction ends (a takeover, or a renewal or release \

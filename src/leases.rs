@@ -118,24 +118,19 @@ fn wakeup_channel(key: LockKey) -> Option<*mut pg_sys::ConditionVariable> {
     (!channels.is_null()).then(|| unsafe { channels.add(index % WAKEUP_CHANNELS) })
 }
 
-/// The statements on the lease table. Every name is qualified (operators and functions with
-/// pg_catalog, the table with its schema): they run as the table's owner with the caller's
-/// search_path, which a re-analysis by the plan cache would use.
+/// The statements that write the lease table (its rows are found by `find`, without SPI).
+/// Every name is qualified (operators and functions with pg_catalog, the table with its
+/// schema): they run as the table's owner with the caller's search_path, which a re-analysis
+/// by the plan cache would use.
 struct Statements {
-    /// The lease is this owner's and live (true), or free, expired, or this owner's after its
-    /// expiry (false), with the row's ctid (to lock: `lock_row`). NULL: the key has no row
-    /// (never leased, or swept). No row: held by another owner.
-    takeable: SavedPlan,
+    /// Where the table's columns are, for `find`.
+    columns: Columns,
     /// Extends this owner's lease: its token.
     extend: SavedPlan,
     /// Gives the lease to a new holder.
     take: SavedPlan,
-    /// Microseconds until the holder's expiry (0 for a released lease): a row that exists.
-    expires_in: SavedPlan,
     /// The first lease of a key: its token, or no row when a concurrent first lease won.
     insert: SavedPlan,
-    /// The ctid of the lease held with a token by a role (to lock: `lock_row`).
-    held: SavedPlan,
     /// Renews the lease at a ctid, locked by `lock_held`: the new expiry.
     renew: SavedPlan,
     /// Releases the lease at a ctid, locked by `lock_held`.
@@ -144,20 +139,16 @@ struct Statements {
     sweepable: SavedPlan,
 }
 
-const QUALIFIED_HOLDER_CHECK: &str = "(holder OPERATOR(pg_catalog.=) $4 \
-     OR pg_catalog.pg_has_role($4::pg_catalog.oid, holder::pg_catalog.oid, 'USAGE'))";
-
 impl Statements {
     /// The statements for the lease table `table`; `with_lock_delay` when it has the
     /// lock_delay column (0.3.0's): a server whose library is new but whose extension is not
     /// yet updated (ALTER EXTENSION fenced_lock UPDATE) keeps working, without a delay.
-    fn prepare(table: &str, with_lock_delay: bool) -> Statements {
+    fn prepare(table_oid: pg_sys::Oid, table: &str, with_lock_delay: bool) -> Statements {
         use pg_sys::{INT4OID, INT8OID, INTERVALOID, REGROLEOID, TEXTOID, TIDOID};
         let key = "ns OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2";
         let now = "pg_catalog.clock_timestamp()";
         // One reading of the clock for every timestamp a statement writes.
         let clock = "(SELECT pg_catalog.clock_timestamp() AS now) AS clock";
-        let holder = QUALIFIED_HOLDER_CHECK;
         // When a lease that expires unreleased is free for another owner: after its lock-delay.
         // Without the column, the delay parameters are left unused.
         let available_at = match with_lock_delay {
@@ -185,20 +176,7 @@ impl Statements {
             INTERVALOID,
         ];
         Statements {
-            // One statement tells a first lease from a busy one, so that neither needs a
-            // second look.
-            takeable: spi::prepare(
-                &format!(
-                    "SELECT owner IS NOT NULL AND expires_at OPERATOR(pg_catalog.>) {now} \
-                            AND owner OPERATOR(pg_catalog.=) $3 AND {holder}, ctid \
-                       FROM {table} WHERE {key} \
-                        AND (owner IS NULL OR {available_at} OPERATOR(pg_catalog.<=) {now} \
-                             OR (owner OPERATOR(pg_catalog.=) $3 AND {holder})) \
-                     UNION ALL SELECT NULL, NULL \
-                      WHERE NOT EXISTS (SELECT FROM {table} WHERE {key})"
-                ),
-                &[INT4OID, INT4OID, TEXTOID, REGROLEOID],
-            ),
+            columns: Columns::of(table_oid, with_lock_delay),
             extend: spi::prepare(
                 &format!(
                     "UPDATE {table} SET renewed_at = clock.now, \
@@ -218,15 +196,6 @@ impl Statements {
                 ),
                 &new_holder,
             ),
-            expires_in: spi::prepare(
-                &format!(
-                    "SELECT COALESCE((pg_catalog.date_part('epoch', \
-                             {available_at} OPERATOR(pg_catalog.-) {now}) \
-                             OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8, 0) \
-                       FROM {table} WHERE {key}"
-                ),
-                &[INT4OID, INT4OID],
-            ),
             insert: spi::prepare(
                 &format!(
                     "INSERT INTO {table} (ns, id, owner, holder, token, key, acquired_at, \
@@ -236,14 +205,6 @@ impl Statements {
                      ON CONFLICT (ns, id) DO NOTHING RETURNING token"
                 ),
                 &new_holder,
-            ),
-            held: spi::prepare(
-                &format!(
-                    "SELECT ctid FROM {table} \
-                      WHERE {key} AND token OPERATOR(pg_catalog.=) $3 AND owner IS NOT NULL \
-                        AND {holder}"
-                ),
-                &[INT4OID, INT4OID, INT8OID, REGROLEOID],
             ),
             renew: spi::prepare(
                 &format!(
@@ -279,12 +240,9 @@ impl Statements {
 
     fn free(self) {
         [
-            self.takeable,
             self.extend,
             self.take,
-            self.expires_in,
             self.insert,
-            self.held,
             self.renew,
             self.release,
             self.sweepable,
@@ -323,7 +281,8 @@ fn as_table_owner<R>(
                 Some((key, statements)) if *key == prepared_for => statements.clone(),
                 _ => {
                     let table = extension::qualified(fcinfo, LEASE_TABLE);
-                    let fresh = std::rc::Rc::new(Statements::prepare(&table, with_lock_delay));
+                    let fresh =
+                        std::rc::Rc::new(Statements::prepare(table_oid, &table, with_lock_delay));
                     if let Some((_, stale)) = cached.replace((prepared_for, fresh.clone())) {
                         if let Ok(stale) = std::rc::Rc::try_unwrap(stale) {
                             stale.free();
@@ -385,55 +344,51 @@ fn attempt(
     waiting: bool,
 ) -> Seen {
     let (ns, id) = (keyed.key.ns.into_datum(), keyed.key.id.into_datum());
-    let (owner, role) = (owner.into_datum(), role.into_datum());
     let (label, ttl) = (keyed.label.as_deref().into_datum(), ttl.into_datum());
     let delay = lock_delay().into_datum();
     // The parameters of `take` and `insert`: the new holder's row.
-    let new_holder = |token: i64| [ns, id, owner, role, token.into_datum(), label, ttl, delay];
+    let new_holder = |token: i64| {
+        let (owner, role) = (owner.into_datum(), role.into_datum());
+        [ns, id, owner, role, token.into_datum(), label, ttl, delay]
+    };
+    let now = || unsafe { pg_sys::GetCurrentTimestamp() };
     with_lease_table(fcinfo, |table| loop {
-        let found = statements.takeable.execute(&[ns, id, owner, role]) > 0;
-        let takeable = first::<bool>();
-        // Locks the row only when this call may take it, so a busy lease is never blocked
-        // by a caller that only looked (the holder must be able to renew and release).
-        let locked = match (takeable, ctid(0, 2)) {
-            (Some(_), Some(ctid)) => lock_row(table, ctid),
-            _ => RowLock::Busy,
-        };
-        match (found, takeable, locked) {
-            // Still held by this owner: the same token, the TTL extended.
-            (true, Some(true), RowLock::Locked) => {
-                statements.extend.execute(&[ns, id, ttl, delay]);
-                return Seen::Granted(first::<i64>().unwrap_or_default());
+        if let Some(row) = find(table, &statements.columns, keyed.key) {
+            let this_owners = row.owner.as_deref() == Some(owner) && row.held_for(role);
+            let now = now();
+            // Held by another owner (until its expiry and lock-delay). Only a waiting acquire
+            // needs to know until when (0 or less: look again soon).
+            if row.owner.is_some() && !this_owners && row.available_at.is_none_or(|at| at > now) {
+                let expires_in_us = match waiting {
+                    true => row.available_at.map_or(0, |at| at - now),
+                    false => 0,
+                };
+                return Seen::Held { expires_in_us };
             }
-            // Free, expired, or this owner's after expiry: drawn under the row lock, after
-            // every token of earlier holders, the token of a new grant.
-            (true, Some(false), RowLock::Locked) => {
-                let token = tokens::next_token(fcinfo);
-                statements.take.execute(&new_holder(token));
-                return Seen::Granted(token);
-            }
-            // Changed since this statement's snapshot: the next statement has a newer one,
-            // unless the transaction reads one snapshot throughout.
-            (true, Some(_), RowLock::Changed) => match transaction_snapshot() {
-                true => return Seen::ChangedAfterSnapshot,
-                false => continue,
-            },
-            // Locked by another open transaction: look again soon.
-            (true, Some(_), RowLock::Busy) => return Seen::Held { expires_in_us: 0 },
-            // Held by another owner. Only a waiting acquire needs to know until when (0 or
-            // less: look again soon).
-            (false, _, _) => {
-                if !waiting {
-                    return Seen::Held { expires_in_us: 0 };
+            // Free, expired, or this owner's: locked as seen, so that a look that changes
+            // nothing never stands in the holder's way.
+            match lock_row(table, row.ctid) {
+                // Still held by this owner: the same token, the TTL extended.
+                RowLock::Locked if this_owners && row.expires_at.is_some_and(|at| at > now) => {
+                    statements.extend.execute(&[ns, id, ttl, delay]);
+                    return Seen::Granted(first::<i64>().unwrap_or_default());
                 }
-                statements.expires_in.execute(&[ns, id]);
-                if let Some(expires_in_us) = first::<i64>() {
-                    return Seen::Held { expires_in_us };
+                // Free, expired, or this owner's after expiry: drawn under the row lock, after
+                // every token of earlier holders, the token of a new grant.
+                RowLock::Locked => {
+                    let token = tokens::next_token(fcinfo);
+                    statements.take.execute(&new_holder(token));
+                    return Seen::Granted(token);
                 }
-                // The row went away since (swept): look again.
-                continue;
+                // Changed since this look's snapshot: the next look has a newer one, unless
+                // the transaction reads one snapshot throughout.
+                RowLock::Changed => match transaction_snapshot() {
+                    true => return Seen::ChangedAfterSnapshot,
+                    false => continue,
+                },
+                // Locked by another open transaction: look again soon.
+                RowLock::Busy => return Seen::Held { expires_in_us: 0 },
             }
-            (true, None, _) => {}
         }
         // No row: the key was never leased, or its row was swept. A first lease being written
         // by another open transaction would make the insert wait for it: that one holds the
@@ -469,6 +424,126 @@ fn with_lease_table<R>(
     result
 }
 
+/// Where the lease table's columns are (attribute numbers, from 1): read by name, since the
+/// upgrade adds lock_delay at the end and a dropped column keeps its number.
+struct Columns {
+    ns: i16,
+    id: i16,
+    owner: i16,
+    holder: i16,
+    token: i16,
+    expires_at: i16,
+    lock_delay: Option<i16>,
+}
+
+impl Columns {
+    fn of(table: pg_sys::Oid, with_lock_delay: bool) -> Columns {
+        let number = |name: &std::ffi::CStr| unsafe { pg_sys::get_attnum(table, name.as_ptr()) };
+        Columns {
+            ns: number(c"ns"),
+            id: number(c"id"),
+            owner: number(c"owner"),
+            holder: number(c"holder"),
+            token: number(c"token"),
+            expires_at: number(c"expires_at"),
+            lock_delay: with_lock_delay.then(|| number(c"lock_delay")),
+        }
+    }
+}
+
+/// A lease's row, as a statement run now would see it.
+struct LeaseRow {
+    ctid: pg_sys::ItemPointerData,
+    owner: Option<String>,
+    /// The role that took it (InvalidOid for none).
+    holder: pg_sys::Oid,
+    token: i64,
+    expires_at: Option<pg_sys::TimestampTz>,
+    /// When another owner may take it, if it expires unreleased: its expiry plus its
+    /// lock-delay.
+    available_at: Option<pg_sys::TimestampTz>,
+}
+
+impl LeaseRow {
+    /// Whether `role` may act for the lease's holder: it is that role, or has its privileges
+    /// (as `pg_has_role(role, holder, 'USAGE')`).
+    fn held_for(&self, role: pg_sys::Oid) -> bool {
+        self.holder != pg_sys::InvalidOid && unsafe { pg_sys::has_privs_of_role(role, self.holder) }
+    }
+}
+
+/// The row of the lease on `key`, read through the table's primary key without SPI, with what
+/// a statement run now would see: a new snapshot under READ COMMITTED (the transaction's
+/// under REPEATABLE READ and SERIALIZABLE), after a command-counter increment, so this
+/// transaction's earlier lease writes are seen too (as SPI does before every statement).
+fn find(table: pg_sys::Relation, columns: &Columns, key: LockKey) -> Option<LeaseRow> {
+    unsafe {
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+        pg_sys::CommandCounterIncrement();
+        pg_sys::UpdateActiveSnapshotCommandId();
+        let mut keys: [pg_sys::ScanKeyData; 2] = std::mem::zeroed();
+        for (scan_key, (column, value)) in keys
+            .iter_mut()
+            .zip([(columns.ns, key.ns), (columns.id, key.id)])
+        {
+            pg_sys::ScanKeyInit(
+                scan_key,
+                column,
+                pg_sys::BTEqualStrategyNumber as _,
+                pg_sys::Oid::from(pg_sys::F_INT4EQ),
+                pg_sys::Datum::from(value),
+            );
+        }
+        // The primary key's index as the relation cache knows it now (REINDEX CONCURRENTLY
+        // gives it a new OID); without one, a scan of the table.
+        pg_sys::list_free(pg_sys::RelationGetIndexList(table));
+        let index = (*table).rd_pkindex;
+        let scan = pg_sys::systable_beginscan(
+            table,
+            index,
+            index != pg_sys::InvalidOid,
+            pg_sys::GetActiveSnapshot(),
+            keys.len() as _,
+            keys.as_mut_ptr(),
+        );
+        let tuple = pg_sys::systable_getnext(scan);
+        let row = (!tuple.is_null()).then(|| {
+            let descriptor = (*table).rd_att;
+            let width = (*descriptor).natts as usize;
+            let (mut values, mut nulls) = (vec![pg_sys::Datum::from(0); width], vec![false; width]);
+            pg_sys::heap_deform_tuple(tuple, descriptor, values.as_mut_ptr(), nulls.as_mut_ptr());
+            let column = |number: i16| {
+                let index = number as usize - 1;
+                (!nulls[index]).then_some(values[index])
+            };
+            let expires_at = column(columns.expires_at).map(|at| at.value() as i64);
+            // Read while the tuple's buffer is still pinned: an interval is passed by reference.
+            let available_at = match columns.lock_delay.and_then(column) {
+                Some(delay) => column(columns.expires_at).and_then(|at| {
+                    pgrx::direct_function_call::<i64>(
+                        pg_sys::timestamptz_pl_interval,
+                        &[Some(at), Some(delay)],
+                    )
+                }),
+                None => expires_at,
+            };
+            LeaseRow {
+                ctid: (*tuple).t_self,
+                owner: column(columns.owner).and_then(|owner| String::from_datum(owner, false)),
+                holder: column(columns.holder).map_or(pg_sys::InvalidOid, |holder| {
+                    pg_sys::Oid::from(holder.value() as u32)
+                }),
+                token: column(columns.token).map_or(0, |token| token.value() as i64),
+                expires_at,
+                available_at,
+            }
+        });
+        pg_sys::systable_endscan(scan);
+        pg_sys::PopActiveSnapshot();
+        row
+    }
+}
+
 /// The row id in column `column` (from 1) of row `row` (from 0) the last statement returned.
 fn ctid(row: u64, column: i32) -> Option<pg_sys::ItemPointerData> {
     SavedPlan::value(row, column)
@@ -489,15 +564,10 @@ fn lock_held(
     role: pg_sys::Oid,
 ) -> Option<pg_sys::ItemPointerData> {
     loop {
-        statements.held.execute(&[
-            key.ns.into_datum(),
-            key.id.into_datum(),
-            token.into_datum(),
-            role.into_datum(),
-        ]);
-        let row = ctid(0, 1)?;
-        match lock_row(table, row) {
-            RowLock::Locked => return Some(row),
+        let row = find(table, &statements.columns, key)
+            .filter(|row| row.token == token && row.owner.is_some() && row.held_for(role))?;
+        match lock_row(table, row.ctid) {
+            RowLock::Locked => return Some(row.ctid),
             RowLock::Busy => FencedError::LeaseRowBusy { function, key }.raise(),
             RowLock::Changed if transaction_snapshot() => {
                 FencedError::LeaseChangedAfterSnapshot { function, key }.raise()
@@ -548,6 +618,15 @@ fn lock_row(table: pg_sys::Relation, ctid: pg_sys::ItemPointerData) -> RowLock {
             TM_Result::TM_WouldBlock | TM_Result::TM_BeingModified => RowLock::Busy,
             _ => RowLock::Changed,
         }
+    }
+}
+
+/// A read-only transaction (a hot standby's too) writes no lease: 25006 before looking, as
+/// PostgreSQL refuses an UPDATE before it finds a row, so that no answer depends on what a
+/// look found (a lease held by another owner would read as busy, one lost as lost).
+fn refuse_read_only(function: &'static str) {
+    if unsafe { pg_sys::XactReadOnly } {
+        FencedError::ReadOnlyLease { function }.raise();
     }
 }
 
@@ -633,6 +712,7 @@ fn acquire(
     }
     let ttl = positive(ttl, function, "ttl");
     crate::locking::refuse_on_hot_standby();
+    refuse_read_only(function);
     refuse_in_parallel_mode(function);
     let now = || unsafe { pg_sys::GetCurrentTimestamp() };
     let deadline =
@@ -753,6 +833,7 @@ key_forms! {
     |fcinfo, function, keyed| {
         let token = required(token, function, "token").or_raise();
         let ttl = positive(ttl, function, "ttl");
+        refuse_read_only(function);
         refuse_in_parallel_mode(function);
         as_table_owner(fcinfo, |statements, role| {
             with_lease_table(fcinfo, |table| {
@@ -778,6 +859,7 @@ key_forms! {
     returns: bool,
     |fcinfo, function, keyed| {
         let token = required(token, function, "token").or_raise();
+        refuse_read_only(function);
         refuse_in_parallel_mode(function);
         let released = as_table_owner(fcinfo, |statements, role| {
             with_lease_table(fcinfo, |table| {

@@ -128,5 +128,26 @@ SELECT count(*) AS leases_of_trap FROM public.fenced_leases WHERE owner OPERATOR
 RESET search_path;
 DROP SCHEMA lease_trap CASCADE;
 
+-- A read-only transaction writes no lease: 25006 from every lease function before it looks,
+-- never a NULL ("busy") or false ("lost") that depends on what it would have found.
+SELECT acquire_lease(7301, 12, 'reader', '1 hour') AS held_token \gset
+BEGIN READ ONLY;
+SELECT acquire_lease(7301, 12, 'other', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT renew_lease(7301, 12, :held_token, '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT release_lease(7301, 12, :held_token + 1);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SET default_transaction_read_only = on;
+SELECT release_lease(7301, 12, :held_token);
+\echo :LAST_ERROR_SQLSTATE
+RESET default_transaction_read_only;
+SELECT release_lease(7301, 12, :held_token) AS released_read_write;
+
 -- Leave no namespace behind for the suites that follow.
 DELETE FROM fenced_namespaces WHERE name = 'lease_names';

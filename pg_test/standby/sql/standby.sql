@@ -25,7 +25,7 @@ BEGIN;
 SELECT try_acquire_fenced_all(1001, '{41,42}');
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
--- Leases too: 25006 (acquire) and PostgreSQL's own 25006 for a write (renew, release); the
+-- Leases too: 25006 from every lease function, whatever a look would find; the
 -- replicated lease table is readable.
 SELECT acquire_lease(1001, 42, 'standby', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
