@@ -63,18 +63,17 @@ psql "$live_url" -qX -c "CREATE EXTENSION fenced_lock"
 before=$(stat -c %i "$library")
 make -s install PG_CONFIG="$pg_config" >"$OUT/install-live.log" 2>&1 &
 installing=$!
+token() { psql "$live_url" -qXAt -c "BEGIN" -c "SELECT acquire_fenced(1, 1) > 0" -c "COMMIT"; }
 calls=0 failures=0
 while kill -0 "$installing" 2>/dev/null; do
     calls=$((calls + 1))
-    psql "$live_url" -qXAt -c "BEGIN" -c "SELECT acquire_fenced(1, 1) > 0" -c "COMMIT" \
-        >/dev/null 2>&1 || failures=$((failures + 1))
+    token >/dev/null 2>&1 || failures=$((failures + 1))
 done
 wait "$installing"
 check "make install under a running server" "$?" 0
 check "the library is a new file" "$((before != $(stat -c %i "$library")))" 1
 check "new backends were served throughout ($calls calls)" "$failures" 0
 check "no server process crashed" "$(grep -c 'terminated by signal' "$live/server.log")" 0
-check "a token from the server afterwards" \
-    "$(psql "$live_url" -qXAt -c "BEGIN" -c "SELECT acquire_fenced(1, 1) > 0" -c "COMMIT")" t
+check "a token from the server afterwards" "$(token)" t
 scripts/pg.sh stop "$live" >/dev/null
 finish

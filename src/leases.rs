@@ -264,14 +264,17 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Runs `work` with the lease table's statements, as the table's owner (extension::as_owner_of),
-/// inside an SPI connection; `work` also gets the caller's role. On an ERROR the abort closes
-/// the connection.
+/// Runs `work` with the lease table's statements and the open table, as the table's owner
+/// (extension::as_owner_of), inside an SPI connection; `work` also gets the caller's role. On
+/// an ERROR the abort closes the connection and the table.
 fn as_table_owner<R>(
     fcinfo: pg_sys::FunctionCallInfo,
-    work: impl FnOnce(&Statements, pg_sys::Oid) -> R,
+    work: impl FnOnce(&Statements, pg_sys::Relation, pg_sys::Oid) -> R,
 ) -> R {
     let table_oid = extension::relation(fcinfo, LEASE_TABLE);
+    // Open for `find`, `lock_row` and the sweep, which read and write the heap directly: with
+    // the lock the statements' writes take, held to the transaction's end, as theirs are.
+    let table = unsafe { pg_sys::relation_open(table_oid, pg_sys::RowExclusiveLock as _) };
     // ALTER EXTENSION fenced_lock UPDATE adds the column under running sessions.
     let with_lock_delay = unsafe { pg_sys::get_attnum(table_oid, c"lock_delay".as_ptr()) } > 0;
     let prepared_for: PreparedFor = (table_oid, with_lock_delay);
@@ -291,7 +294,9 @@ fn as_table_owner<R>(
                     fresh
                 }
             });
-            work(&statements, caller)
+            let result = work(&statements, table, caller);
+            unsafe { pg_sys::relation_close(table, pg_sys::NoLock as _) };
+            result
         })
     })
 }
@@ -324,8 +329,6 @@ enum Seen {
     Granted(i64),
     /// Held by another owner until this many microseconds from now.
     Held { expires_in_us: i64 },
-    /// Changed after the transaction's snapshot (REPEATABLE READ, SERIALIZABLE).
-    ChangedAfterSnapshot,
 }
 
 /// The first column of the first row the last statement returned, read as `T`.
@@ -334,9 +337,12 @@ fn first<T: FromDatum>() -> Option<T> {
 }
 
 /// One attempt: the lease if it is free, expired, or held by `owner` (and the caller's role).
+#[allow(clippy::too_many_arguments)]
 fn attempt(
     statements: &Statements,
+    table: pg_sys::Relation,
     fcinfo: pg_sys::FunctionCallInfo,
+    function: &'static str,
     role: pg_sys::Oid,
     keyed: &crate::locking::Keyed,
     owner: &str,
@@ -351,44 +357,42 @@ fn attempt(
         let (owner, role) = (owner.into_datum(), role.into_datum());
         [ns, id, owner, role, token.into_datum(), label, ttl, delay]
     };
-    let now = || unsafe { pg_sys::GetCurrentTimestamp() };
-    with_lease_table(fcinfo, |table| loop {
-        if let Some(row) = find(table, &statements.columns, keyed.key) {
-            let this_owners = row.owner.as_deref() == Some(owner) && row.held_for(role);
-            let now = now();
+    loop {
+        let now = unsafe { pg_sys::GetCurrentTimestamp() };
+        let this_owners =
+            |row: &LeaseRow| row.owner.as_deref() == Some(owner) && row.held_for(role);
+        // Free, expired, or this owner's: locked as seen, so that a look that changes nothing
+        // never stands in the holder's way.
+        let takeable = |row: &LeaseRow| {
+            row.owner.is_none() || this_owners(row) || row.available_at.is_some_and(|at| at <= now)
+        };
+        match lock_found(table, &statements.columns, function, keyed.key, takeable) {
+            // Still held by this owner: the same token, the TTL extended.
+            Found::Locked(row)
+                if this_owners(&row) && row.expires_at.is_some_and(|at| at > now) =>
+            {
+                statements.extend.execute(&[ns, id, ttl, delay]);
+                return Seen::Granted(first::<i64>().unwrap_or_default());
+            }
+            // Free, expired, or this owner's after expiry: drawn under the row lock, after
+            // every token of earlier holders, the token of a new grant.
+            Found::Locked(_) => {
+                let token = tokens::next_token(fcinfo);
+                statements.take.execute(&new_holder(token));
+                return Seen::Granted(token);
+            }
             // Held by another owner (until its expiry and lock-delay). Only a waiting acquire
             // needs to know until when (0 or less: look again soon).
-            if row.owner.is_some() && !this_owners && row.available_at.is_none_or(|at| at > now) {
+            Found::Refused(row) => {
                 let expires_in_us = match waiting {
                     true => row.available_at.map_or(0, |at| at - now),
                     false => 0,
                 };
                 return Seen::Held { expires_in_us };
             }
-            // Free, expired, or this owner's: locked as seen, so that a look that changes
-            // nothing never stands in the holder's way.
-            match lock_row(table, row.ctid) {
-                // Still held by this owner: the same token, the TTL extended.
-                RowLock::Locked if this_owners && row.expires_at.is_some_and(|at| at > now) => {
-                    statements.extend.execute(&[ns, id, ttl, delay]);
-                    return Seen::Granted(first::<i64>().unwrap_or_default());
-                }
-                // Free, expired, or this owner's after expiry: drawn under the row lock, after
-                // every token of earlier holders, the token of a new grant.
-                RowLock::Locked => {
-                    let token = tokens::next_token(fcinfo);
-                    statements.take.execute(&new_holder(token));
-                    return Seen::Granted(token);
-                }
-                // Changed since this look's snapshot: the next look has a newer one, unless
-                // the transaction reads one snapshot throughout.
-                RowLock::Changed => match transaction_snapshot() {
-                    true => return Seen::ChangedAfterSnapshot,
-                    false => continue,
-                },
-                // Locked by another open transaction: look again soon.
-                RowLock::Busy => return Seen::Held { expires_in_us: 0 },
-            }
+            // Locked by another open transaction: look again soon.
+            Found::Busy => return Seen::Held { expires_in_us: 0 },
+            Found::Absent => {}
         }
         // No row: the key was never leased, or its row was swept. A first lease being written
         // by another open transaction would make the insert wait for it: that one holds the
@@ -403,25 +407,7 @@ fn attempt(
         if first::<i64>().is_some() {
             return Seen::Granted(token);
         }
-    })
-}
-
-/// Runs `work` with the lease table open for `lock_row` and the sweep, which write the heap
-/// directly: with the lock the statements' writes take, held to the transaction's end, as
-/// theirs are.
-fn with_lease_table<R>(
-    fcinfo: pg_sys::FunctionCallInfo,
-    work: impl FnOnce(pg_sys::Relation) -> R,
-) -> R {
-    let table = unsafe {
-        pg_sys::relation_open(
-            extension::relation(fcinfo, LEASE_TABLE),
-            pg_sys::RowExclusiveLock as _,
-        )
-    };
-    let result = work(table);
-    unsafe { pg_sys::relation_close(table, pg_sys::NoLock as _) };
-    result
+    }
 }
 
 /// Where the lease table's columns are (attribute numbers, from 1): read by name, since the
@@ -563,16 +549,50 @@ fn lock_held(
     token: i64,
     role: pg_sys::Oid,
 ) -> Option<pg_sys::ItemPointerData> {
+    let held = |row: &LeaseRow| row.token == token && row.owner.is_some() && row.held_for(role);
+    match lock_found(table, &statements.columns, function, key, held) {
+        Found::Locked(row) => Some(row.ctid),
+        Found::Busy => FencedError::LeaseRowBusy { function, key }.raise(),
+        Found::Absent | Found::Refused(_) => None,
+    }
+}
+
+/// What `lock_found` found.
+enum Found {
+    /// The key has no row.
+    Absent,
+    /// A row `wanted` refused, unlocked.
+    Refused(LeaseRow),
+    /// A row `wanted` accepted, locked by another open transaction.
+    Busy,
+    /// A row `wanted` accepted, locked by this transaction as it was seen.
+    Locked(LeaseRow),
+}
+
+/// The row of the lease on `key`, locked (`lock_row`) only when `wanted` accepts it as seen, so
+/// that a caller that only looks never stands in the holder's way. A row changed after the
+/// look's snapshot is looked at again with a newer one, unless the transaction reads one
+/// snapshot throughout: then 40001 (a look again would see the same row).
+fn lock_found(
+    table: pg_sys::Relation,
+    columns: &Columns,
+    function: &'static str,
+    key: LockKey,
+    wanted: impl Fn(&LeaseRow) -> bool,
+) -> Found {
     loop {
-        let row = find(table, &statements.columns, key)
-            .filter(|row| row.token == token && row.owner.is_some() && row.held_for(role))?;
+        let Some(row) = find(table, columns, key) else {
+            return Found::Absent;
+        };
+        if !wanted(&row) {
+            return Found::Refused(row);
+        }
         match lock_row(table, row.ctid) {
-            RowLock::Locked => return Some(row.ctid),
-            RowLock::Busy => FencedError::LeaseRowBusy { function, key }.raise(),
+            RowLock::Locked => return Found::Locked(row),
+            RowLock::Busy => return Found::Busy,
             RowLock::Changed if transaction_snapshot() => {
                 FencedError::LeaseChangedAfterSnapshot { function, key }.raise()
             }
-            // The next statement has a newer snapshot: the row may no longer be this token's.
             RowLock::Changed => continue,
         }
     }
@@ -589,8 +609,9 @@ enum RowLock {
     Changed,
 }
 
-/// Locks the row version at `ctid` FOR UPDATE without waiting, and only that version. `FOR UPDATE SKIP LOCKED` in the statement would lock the newer version when a
-/// takeover committed meanwhile, and keep it locked even after that version fails the
+/// Locks the row version at `ctid` FOR UPDATE without waiting, and only that version.
+/// `FOR UPDATE SKIP LOCKED` in the statement would lock the newer version when a takeover
+/// committed meanwhile, and keep it locked even after that version fails the
 /// recheck (PostgreSQL's rule): a caller that only looked would then hold the new holder's
 /// row until its transaction ended, and the holder's release would fail with 55P03.
 fn lock_row(table: pg_sys::Relation, ctid: pg_sys::ItemPointerData) -> RowLock {
@@ -724,10 +745,12 @@ fn acquire(
         if let (Some(channel), Some(_)) = (channel, deadline) {
             unsafe { pg_sys::ConditionVariablePrepareToSleep(channel) };
         }
-        let seen = as_table_owner(fcinfo, |statements, role| {
+        let seen = as_table_owner(fcinfo, |statements, table, role| {
             attempt(
                 statements,
+                table,
                 fcinfo,
+                function,
                 role,
                 &keyed,
                 owner,
@@ -743,11 +766,6 @@ fn acquire(
                 return Some(token);
             }
             Seen::Held { expires_in_us } => expires_in_us,
-            Seen::ChangedAfterSnapshot => FencedError::LeaseChangedAfterSnapshot {
-                function,
-                key: keyed.key,
-            }
-            .raise(),
         };
         let deadline = deadline?;
         let left_us = deadline - now();
@@ -835,16 +853,14 @@ key_forms! {
         let ttl = positive(ttl, function, "ttl");
         refuse_read_only(function);
         refuse_in_parallel_mode(function);
-        as_table_owner(fcinfo, |statements, role| {
-            with_lease_table(fcinfo, |table| {
-                let mut row = lock_held(statements, table, function, keyed.key, token, role)?;
-                statements.renew.execute(&[
-                    Some(pg_sys::Datum::from(&raw mut row)),
-                    ttl.into_datum(),
-                    lock_delay().into_datum(),
-                ]);
-                first::<TimestampWithTimeZone>()
-            })
+        as_table_owner(fcinfo, |statements, table, role| {
+            let mut row = lock_held(statements, table, function, keyed.key, token, role)?;
+            statements.renew.execute(&[
+                Some(pg_sys::Datum::from(&raw mut row)),
+                ttl.into_datum(),
+                lock_delay().into_datum(),
+            ]);
+            first::<TimestampWithTimeZone>()
         })
     },
 }
@@ -861,16 +877,12 @@ key_forms! {
         let token = required(token, function, "token").or_raise();
         refuse_read_only(function);
         refuse_in_parallel_mode(function);
-        let released = as_table_owner(fcinfo, |statements, role| {
-            with_lease_table(fcinfo, |table| {
-                lock_held(statements, table, function, keyed.key, token, role).is_some_and(
-                    |mut row| {
-                        statements
-                            .release
-                            .execute(&[Some(pg_sys::Datum::from(&raw mut row))])
-                            == 1
-                    },
-                )
+        let released = as_table_owner(fcinfo, |statements, table, role| {
+            lock_held(statements, table, function, keyed.key, token, role).is_some_and(|mut row| {
+                statements
+                    .release
+                    .execute(&[Some(pg_sys::Datum::from(&raw mut row))])
+                    == 1
             })
         });
         if released {
