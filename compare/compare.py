@@ -88,6 +88,11 @@ class Trial:
                 process.terminate()
         for process in self.workers:
             process.wait(timeout=10)
+        # A worker that raised stopped measuring (its traceback is in its .stderr); SIGKILL
+        # is the holder-killed fault's own.
+        self.died = [os.path.basename(path) for process, path in zip(self.workers,
+                                                                     self.token_logs)
+                     if process.returncode not in (0, -signal.SIGKILL)]
         self.fault.clean_up(self)
 
 
@@ -343,7 +348,7 @@ def analyse(trial, measured):
         lost += sum(1 for w in row_writes if w[5]) - final.get(row, 0)
     tokens = Counter(int(line[3]) for path in trial.token_logs for line in read_lines(path)
                      if line[0] == "G" and line[3] != "None")
-    return {"writes": len(writes), "two_holders": overlaps, "stale_accepted": stale,
+    return {"writes": len(writes), "died": trial.died, "two_holders": overlaps, "stale_accepted": stale,
             "lost_updates": lost, "tokens_repeated": sum(1 for n in tokens.values() if n > 1),
             **measured}
 
@@ -525,6 +530,9 @@ def report(directory, faults, results, speeds, trials, seconds):
                 if not all(run["writes"] for run in results[(system, fault.name)])]
         checks.append((f"{fault.name}: every trial's workers wrote to the resource", not idle,
                        ", ".join(idle)))
+        died = [name for system in fault.systems for run in results[(system, fault.name)]
+                for name in run["died"]]
+        checks.append((f"{fault.name}: no worker died of an error", not died, ", ".join(died)))
         if fault.reach != "next grant":
             how = ("a system without fencing let something through" if fault.reach ==
                    "unfenced" else "two holders overlapped")

@@ -75,11 +75,12 @@ class Watchdog(threading.Thread):
 
 def lost_service(error):
     """Whether `error` says the lock service went away. psycopg2 raises DatabaseError, not
-    OperationalError, for a server that closed the connection: such an error counts only when
-    the lock's connection is closed, so that any other SQL error stays loud."""
+    OperationalError, for a server that closed the connection, and its `closed` can still be 0
+    then (workers died of it at a crashed primary): such an error counts when it has no
+    SQLSTATE (libpq's own, not the server's), so that any SQL error stays loud."""
     if isinstance(error, psycopg2.DatabaseError) and not isinstance(error,
                                                                     psycopg2.OperationalError):
-        return getattr(system, "conn", None) is not None and system.conn.closed != 0
+        return error.pgcode is None
     return True
 
 
