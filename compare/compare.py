@@ -348,8 +348,9 @@ def analyse(trial, measured):
         lost += sum(1 for w in row_writes if w[5]) - final.get(row, 0)
     tokens = Counter(int(line[3]) for path in trial.token_logs for line in read_lines(path)
                      if line[0] == "G" and line[3] != "None")
-    return {"writes": len(writes), "died": trial.died, "two_holders": overlaps, "stale_accepted": stale,
-            "lost_updates": lost, "tokens_repeated": sum(1 for n in tokens.values() if n > 1),
+    return {"writes": len(writes), "died": trial.died, "two_holders": overlaps,
+            "stale_accepted": stale, "lost_updates": lost,
+            "tokens_repeated": sum(1 for n in tokens.values() if n > 1),
             **measured}
 
 
