@@ -108,6 +108,11 @@ pub enum FencedError {
     },
     /// The token sequence was made UNLOGGED: after a crash it would restart and repeat tokens.
     UnloggedTokenSequence,
+    /// The lease table was given a trigger, or an index other than a plain one, which the
+    /// lease functions' direct writes would not maintain.
+    LeaseTableAltered {
+        what: String,
+    },
     /// A lease's row changed after the snapshot of a REPEATABLE READ or SERIALIZABLE
     /// transaction: as PostgreSQL's own FOR UPDATE would say, not "busy".
     LeaseChangedAfterSnapshot {
@@ -203,6 +208,7 @@ impl FencedError {
             FencedError::ParallelMode { .. } => ERRCODE_INVALID_TRANSACTION_STATE,
             FencedError::ValueTooLong { .. } => ERRCODE_STRING_DATA_RIGHT_TRUNCATION,
             FencedError::UnloggedTokenSequence => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            FencedError::LeaseTableAltered { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::LeaseChangedAfterSnapshot { .. } => ERRCODE_T_R_SERIALIZATION_FAILURE,
             FencedError::LeaseRowBusy { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
             FencedError::ReadOnlyLease { .. } => ERRCODE_READ_ONLY_SQL_TRANSACTION,
@@ -292,6 +298,9 @@ impl FencedError {
             FencedError::UnloggedTokenSequence => {
                 "the token sequence of fenced_lock is UNLOGGED: tokens would repeat after a crash"
                     .into()
+            }
+            FencedError::LeaseTableAltered { what } => {
+                format!("fenced_lease_state has {what}, which the lease functions cannot maintain")
             }
             FencedError::LeaseChangedAfterSnapshot { function, key } => format!(
                 "{function}: the lease on {key} was changed by a transaction that committed \
@@ -391,6 +400,11 @@ impl FencedError {
             }
             FencedError::UnloggedTokenSequence => {
                 "Run ALTER SEQUENCE fencing_token_seq SET LOGGED as the extension's owner."
+            }
+            FencedError::LeaseTableAltered { .. } => {
+                "The lease functions write its rows directly, as PostgreSQL writes its catalogs: \
+                 they fire no trigger and evaluate no index expression or predicate. Drop it; \
+                 read the fenced_leases view instead."
             }
             FencedError::LeaseChangedAfterSnapshot { .. } => {
                 "Retry the transaction, as for any serialization failure, or call the lease \

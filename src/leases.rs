@@ -118,137 +118,50 @@ fn wakeup_channel(key: LockKey) -> Option<*mut pg_sys::ConditionVariable> {
     (!channels.is_null()).then(|| unsafe { channels.add(index % WAKEUP_CHANNELS) })
 }
 
-/// The statements that write the lease table (its rows are found by `find`, without SPI).
-/// Every name is qualified (operators and functions with pg_catalog, the table with its
-/// schema): they run as the table's owner with the caller's search_path, which a re-analysis
-/// by the plan cache would use.
+/// What a backend keeps for the lease table: where its columns are, and the sweep's one
+/// statement. The rows themselves are found (`find`) and written (`insert_row`,
+/// `update_row`) without SPI. The statement's names are qualified (operators and functions
+/// with pg_catalog, the table with its schema): it runs as the table's owner with the
+/// caller's search_path, which a re-analysis by the plan cache would use.
 struct Statements {
-    /// Where the table's columns are, for `find`.
     columns: Columns,
-    /// Extends this owner's lease: its token.
-    extend: SavedPlan,
-    /// Gives the lease to a new holder.
-    take: SavedPlan,
-    /// The first lease of a key: its token, or no row when a concurrent first lease won.
-    insert: SavedPlan,
-    /// Renews the lease at a ctid, locked by `lock_held`: the new expiry.
-    renew: SavedPlan,
-    /// Releases the lease at a ctid, locked by `lock_held`.
-    release: SavedPlan,
     /// The ctids of released and long-expired leases on a range of table pages.
     sweepable: SavedPlan,
 }
 
 impl Statements {
-    /// The statements for the lease table `table`; `with_lock_delay` when it has the
+    /// The statement for the lease table `table`; `with_lock_delay` when it has the
     /// lock_delay column (0.3.0's): a server whose library is new but whose extension is not
     /// yet updated (ALTER EXTENSION fenced_lock UPDATE) keeps working, without a delay.
     fn prepare(table_oid: pg_sys::Oid, table: &str, with_lock_delay: bool) -> Statements {
-        use pg_sys::{INT4OID, INT8OID, INTERVALOID, REGROLEOID, TEXTOID, TIDOID};
-        let key = "ns OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2";
+        use pg_sys::INT8OID;
         let now = "pg_catalog.clock_timestamp()";
-        // One reading of the clock for every timestamp a statement writes.
-        let clock = "(SELECT pg_catalog.clock_timestamp() AS now) AS clock";
         // When a lease that expires unreleased is free for another owner: after its lock-delay.
-        // Without the column, the delay parameters are left unused.
         let available_at = match with_lock_delay {
             true => "(expires_at OPERATOR(pg_catalog.+) lock_delay)",
             false => "expires_at",
         };
-        let set_delay = |parameter: u32| match with_lock_delay {
-            true => format!(", lock_delay = ${parameter}"),
-            false => String::new(),
-        };
-        let (delay_column, delay_value) = match with_lock_delay {
-            true => (", lock_delay", ", $8"),
-            false => ("", ""),
-        };
-        // The parameters of a new holder's row: key, owner, role, token, key text, TTL,
-        // lock-delay.
-        let new_holder = [
-            INT4OID,
-            INT4OID,
-            TEXTOID,
-            REGROLEOID,
-            INT8OID,
-            TEXTOID,
-            INTERVALOID,
-            INTERVALOID,
-        ];
         Statements {
             columns: Columns::of(table_oid, with_lock_delay),
-            extend: spi::prepare(
-                &format!(
-                    "UPDATE {table} SET renewed_at = clock.now, \
-                            expires_at = clock.now OPERATOR(pg_catalog.+) $3{} \
-                       FROM {clock} WHERE {key} RETURNING token",
-                    set_delay(4)
-                ),
-                &[INT4OID, INT4OID, INTERVALOID, INTERVALOID],
-            ),
-            take: spi::prepare(
-                &format!(
-                    "UPDATE {table} SET owner = $3, holder = $4, token = $5, key = $6, \
-                            acquired_at = clock.now, renewed_at = clock.now, \
-                            expires_at = clock.now OPERATOR(pg_catalog.+) $7{} \
-                       FROM {clock} WHERE {key}",
-                    set_delay(8)
-                ),
-                &new_holder,
-            ),
-            insert: spi::prepare(
-                &format!(
-                    "INSERT INTO {table} (ns, id, owner, holder, token, key, acquired_at, \
-                                          renewed_at, expires_at{delay_column}) \
-                     SELECT $1, $2, $3, $4, $5, $6, clock.now, clock.now, \
-                            clock.now OPERATOR(pg_catalog.+) $7{delay_value} FROM {clock} \
-                     ON CONFLICT (ns, id) DO NOTHING RETURNING token"
-                ),
-                &new_holder,
-            ),
-            renew: spi::prepare(
-                &format!(
-                    "UPDATE {table} SET renewed_at = clock.now, \
-                            expires_at = clock.now OPERATOR(pg_catalog.+) $2{} \
-                       FROM {clock} WHERE ctid OPERATOR(pg_catalog.=) $1 RETURNING expires_at",
-                    set_delay(3)
-                ),
-                &[TIDOID, INTERVALOID, INTERVALOID],
-            ),
-            release: spi::prepare(
-                &format!(
-                    "UPDATE {table} SET owner = NULL, holder = NULL, renewed_at = NULL, \
-                            expires_at = NULL \
-                      WHERE ctid OPERATOR(pg_catalog.=) $1"
-                ),
-                &[TIDOID],
-            ),
-            sweepable: spi::prepare(
-                &format!(
-                    "SELECT ctid FROM {table} \
-                      WHERE ctid OPERATOR(pg_catalog.>=) \
-                                pg_catalog.format('(%s,0)', $1)::pg_catalog.tid \
-                        AND ctid OPERATOR(pg_catalog.<) \
-                                pg_catalog.format('(%s,0)', $2)::pg_catalog.tid \
-                        AND (owner IS NULL OR {available_at} OPERATOR(pg_catalog.<) \
-                             ({now} OPERATOR(pg_catalog.-) '{RETENTION}'::pg_catalog.interval))"
-                ),
-                &[INT8OID, INT8OID],
-            ),
+            sweepable: spi::connected(|| {
+                spi::prepare(
+                    &format!(
+                        "SELECT ctid FROM {table} \
+                          WHERE ctid OPERATOR(pg_catalog.>=) \
+                                    pg_catalog.format('(%s,0)', $1)::pg_catalog.tid \
+                            AND ctid OPERATOR(pg_catalog.<) \
+                                    pg_catalog.format('(%s,0)', $2)::pg_catalog.tid \
+                            AND (owner IS NULL OR {available_at} OPERATOR(pg_catalog.<) \
+                                 ({now} OPERATOR(pg_catalog.-) '{RETENTION}'::pg_catalog.interval))"
+                    ),
+                    &[INT8OID, INT8OID],
+                )
+            }),
         }
     }
 
     fn free(self) {
-        [
-            self.extend,
-            self.take,
-            self.insert,
-            self.renew,
-            self.release,
-            self.sweepable,
-        ]
-        .into_iter()
-        .for_each(SavedPlan::free);
+        self.sweepable.free();
     }
 }
 
@@ -264,41 +177,35 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Runs `work` with the lease table's statements and the open table, as the table's owner
-/// (extension::as_owner_of), inside an SPI connection; `work` also gets the caller's role. On
-/// an ERROR the abort closes the connection and the table.
-fn as_table_owner<R>(
+/// Runs `work` with the lease table's statements, the open table and the caller's role. The
+/// table is opened with the lock an UPDATE takes, held to the transaction's end: `find`,
+/// `lock_row` and the writes read and write its heap and indexes directly. An ERROR's abort
+/// closes the table.
+fn with_lease_table<R>(
     fcinfo: pg_sys::FunctionCallInfo,
     work: impl FnOnce(&Statements, pg_sys::Relation, pg_sys::Oid) -> R,
 ) -> R {
     let table_oid = extension::relation(fcinfo, LEASE_TABLE);
-    // Open for `find`, `lock_row` and the sweep, which read and write the heap directly: with
-    // the lock the statements' writes take, held to the transaction's end, as theirs are.
     let table = unsafe { pg_sys::relation_open(table_oid, pg_sys::RowExclusiveLock as _) };
     // ALTER EXTENSION fenced_lock UPDATE adds the column under running sessions.
     let with_lock_delay = unsafe { pg_sys::get_attnum(table_oid, c"lock_delay".as_ptr()) } > 0;
     let prepared_for: PreparedFor = (table_oid, with_lock_delay);
-    extension::as_owner_of(table_oid, |caller| {
-        spi::connected(|| {
-            let statements = STATEMENTS.with_borrow_mut(|cached| match cached {
-                Some((key, statements)) if *key == prepared_for => statements.clone(),
-                _ => {
-                    let table = extension::qualified(fcinfo, LEASE_TABLE);
-                    let fresh =
-                        std::rc::Rc::new(Statements::prepare(table_oid, &table, with_lock_delay));
-                    if let Some((_, stale)) = cached.replace((prepared_for, fresh.clone())) {
-                        if let Ok(stale) = std::rc::Rc::try_unwrap(stale) {
-                            stale.free();
-                        }
-                    }
-                    fresh
+    let statements = STATEMENTS.with_borrow_mut(|cached| match cached {
+        Some((key, statements)) if *key == prepared_for => statements.clone(),
+        _ => {
+            let table = extension::qualified(fcinfo, LEASE_TABLE);
+            let fresh = std::rc::Rc::new(Statements::prepare(table_oid, &table, with_lock_delay));
+            if let Some((_, stale)) = cached.replace((prepared_for, fresh.clone())) {
+                if let Ok(stale) = std::rc::Rc::try_unwrap(stale) {
+                    stale.free();
                 }
-            });
-            let result = work(&statements, table, caller);
-            unsafe { pg_sys::relation_close(table, pg_sys::NoLock as _) };
-            result
-        })
-    })
+            }
+            fresh
+        }
+    });
+    let result = work(&statements, table, unsafe { pg_sys::GetUserId() });
+    unsafe { pg_sys::relation_close(table, pg_sys::NoLock as _) };
+    result
 }
 
 fn positive(
@@ -323,17 +230,12 @@ fn lock_delay() -> Interval {
     Interval::from_micros(settings::lease_lock_delay_ms() * 1000)
 }
 
-/// The lease's state before an acquire, seen by one statement.
+/// The lease's state before an acquire, seen by one look.
 enum Seen {
     /// Taken (new token) or extended (same token): the token.
     Granted(i64),
     /// Held by another owner until this many microseconds from now.
     Held { expires_in_us: i64 },
-}
-
-/// The first column of the first row the last statement returned, read as `T`.
-fn first<T: FromDatum>() -> Option<T> {
-    SavedPlan::first_value().and_then(|datum| unsafe { T::from_datum(datum, false) })
 }
 
 /// One attempt: the lease if it is free, expired, or held by `owner` (and the caller's role).
@@ -349,13 +251,21 @@ fn attempt(
     ttl: Interval,
     waiting: bool,
 ) -> Seen {
-    let (ns, id) = (keyed.key.ns.into_datum(), keyed.key.id.into_datum());
-    let (label, ttl) = (keyed.label.as_deref().into_datum(), ttl.into_datum());
-    let delay = lock_delay().into_datum();
-    // The parameters of `take` and `insert`: the new holder's row.
+    let columns = &statements.columns;
+    let (ttl, delay) = (ttl.into_datum(), lock_delay().into_datum());
+    // The columns a new holder writes, the key's own aside.
     let new_holder = |token: i64| {
-        let (owner, role) = (owner.into_datum(), role.into_datum());
-        [ns, id, owner, role, token.into_datum(), label, ttl, delay]
+        let (mut changes, _) = renewal(columns, ttl, delay);
+        // Acquired when renewed: the renewal's own reading of the clock.
+        let acquired_at = changes[0].1;
+        changes.extend([
+            (columns.owner, owner.into_datum()),
+            (columns.holder, role.into_datum()),
+            (columns.token, token.into_datum()),
+            (columns.key, keyed.label.as_deref().into_datum()),
+            (columns.acquired_at, acquired_at),
+        ]);
+        changes
     };
     loop {
         let now = unsafe { pg_sys::GetCurrentTimestamp() };
@@ -366,19 +276,19 @@ fn attempt(
         let takeable = |row: &LeaseRow| {
             row.owner.is_none() || this_owners(row) || row.available_at.is_some_and(|at| at <= now)
         };
-        match lock_found(table, &statements.columns, function, keyed.key, takeable) {
+        match lock_found(table, columns, function, keyed.key, takeable) {
             // Still held by this owner: the same token, the TTL extended.
-            Found::Locked(row)
+            Found::Locked(row, locked)
                 if this_owners(&row) && row.expires_at.is_some_and(|at| at > now) =>
             {
-                statements.extend.execute(&[ns, id, ttl, delay]);
-                return Seen::Granted(first::<i64>().unwrap_or_default());
+                update_row(table, locked, &renewal(columns, ttl, delay).0);
+                return Seen::Granted(row.token);
             }
             // Free, expired, or this owner's after expiry: drawn under the row lock, after
             // every token of earlier holders, the token of a new grant.
-            Found::Locked(_) => {
+            Found::Locked(_, locked) => {
                 let token = tokens::next_token(fcinfo);
-                statements.take.execute(&new_holder(token));
+                update_row(table, locked, &new_holder(token));
                 return Seen::Granted(token);
             }
             // Held by another owner (until its expiry and lock-delay). Only a waiting acquire
@@ -395,18 +305,140 @@ fn attempt(
             Found::Absent => {}
         }
         // No row: the key was never leased, or its row was swept. A first lease being written
-        // by another open transaction would make the insert wait for it: that one holds the
-        // key's insert lock until it ends, and then the lease reads as busy.
+        // by another open transaction holds the key's first-lease lock until it ends: busy.
         if !lock_first_lease(keyed.key) {
             return Seen::Held { expires_in_us: 0 };
+        }
+        // With that lock, nobody else writes the key's first lease; one committed after the
+        // look's snapshot is looked at again with a newer one, or under one snapshot
+        // throughout is 40001 (where INSERT ... ON CONFLICT DO NOTHING would raise it too).
+        if written_after_look(table, columns, keyed.key) {
+            if transaction_snapshot() {
+                FencedError::LeaseChangedAfterSnapshot {
+                    function,
+                    key: keyed.key,
+                }
+                .raise();
+            }
+            continue;
         }
         sweep_now_and_then(statements, table);
         // Tokens only rise: one drawn now is above every earlier holder's, swept rows' too.
         let token = tokens::next_token(fcinfo);
-        statements.insert.execute(&new_holder(token));
-        if first::<i64>().is_some() {
-            return Seen::Granted(token);
+        let mut row = new_holder(token);
+        row.extend([
+            (columns.ns, keyed.key.ns.into_datum()),
+            (columns.id, keyed.key.id.into_datum()),
+        ]);
+        insert_row(table, &row);
+        return Seen::Granted(token);
+    }
+}
+
+/// A column's new value (None: NULL), by attribute number (from 1).
+type Change = (i16, Option<pg_sys::Datum>);
+
+/// The columns a renewal writes: renewed now, expiring `ttl` after it (also returned), with
+/// the session's lock-delay. A new holder's row writes them too.
+fn renewal(
+    columns: &Columns,
+    ttl: Option<pg_sys::Datum>,
+    delay: Option<pg_sys::Datum>,
+) -> (Vec<Change>, pg_sys::TimestampTz) {
+    let now = unsafe { pg_sys::GetCurrentTimestamp() };
+    let expires_at = plus_interval(now, ttl.expect("a TTL"));
+    let mut changes = vec![
+        (columns.renewed_at, now.into_datum()),
+        (columns.expires_at, expires_at.into_datum()),
+    ];
+    changes.extend(columns.lock_delay.map(|column| (column, delay)));
+    (changes, expires_at)
+}
+
+/// `at` plus `interval`, with PostgreSQL's own `timestamptz + interval` (months and days on
+/// the session's calendar; 22008 past the timestamp range).
+fn plus_interval(at: pg_sys::TimestampTz, interval: pg_sys::Datum) -> pg_sys::TimestampTz {
+    let sum = unsafe {
+        pgrx::direct_function_call::<i64>(
+            pg_sys::timestamptz_pl_interval,
+            &[Some(pg_sys::Datum::from(at)), Some(interval)],
+        )
+    };
+    sum.expect("timestamptz + interval is not NULL")
+}
+
+/// Inserts the row of a first lease, `changes` its columns (every other one NULL).
+fn insert_row(table: pg_sys::Relation, changes: &[Change]) {
+    unsafe {
+        let descriptor = (*table).rd_att;
+        let width = (*descriptor).natts as usize;
+        let (mut values, mut nulls) = (vec![pg_sys::Datum::from(0); width], vec![true; width]);
+        for &(column, value) in changes {
+            let index = column as usize - 1;
+            values[index] = value.unwrap_or(pg_sys::Datum::from(0));
+            nulls[index] = value.is_none();
         }
+        let row = pg_sys::heap_form_tuple(descriptor, values.as_mut_ptr(), nulls.as_mut_ptr());
+        with_indexes(table, |indexes| {
+            pg_sys::CatalogTupleInsertWithInfo(table, row, indexes)
+        });
+    }
+}
+
+/// Writes `changes` into the row `locked` (locked by this transaction with `lock_row`).
+fn update_row(table: pg_sys::Relation, locked: pg_sys::HeapTuple, changes: &[Change]) {
+    unsafe {
+        let mut columns: Vec<i32> = changes.iter().map(|&(column, _)| column.into()).collect();
+        let mut values: Vec<pg_sys::Datum> = (changes.iter())
+            .map(|&(_, value)| value.unwrap_or(pg_sys::Datum::from(0)))
+            .collect();
+        let mut nulls: Vec<bool> = changes.iter().map(|(_, value)| value.is_none()).collect();
+        let row = pg_sys::heap_modify_tuple_by_cols(
+            locked,
+            (*table).rd_att,
+            changes.len() as _,
+            columns.as_mut_ptr(),
+            values.as_mut_ptr(),
+            nulls.as_mut_ptr(),
+        );
+        with_indexes(table, |indexes| {
+            pg_sys::CatalogTupleUpdateWithInfo(table, &raw mut (*locked).t_self, row, indexes)
+        });
+    }
+}
+
+/// Runs `write` with the lease table's indexes open. The rows are written as PostgreSQL writes
+/// its catalogs (heap, then each index; HOT where it can): no statement to plan and start per
+/// call. That way fires no trigger and evaluates no index expression or predicate, so a table
+/// that has any is refused (0A000) rather than written behind its back.
+fn with_indexes(table: pg_sys::Relation, write: impl FnOnce(pg_sys::CatalogIndexState)) {
+    unsafe {
+        if !(*table).trigdesc.is_null() {
+            FencedError::LeaseTableAltered {
+                what: "a trigger".into(),
+            }
+            .raise();
+        }
+        let indexes = pg_sys::CatalogOpenIndexes(table);
+        for i in 0..(*indexes).ri_NumIndices as usize {
+            let (index, info) = (
+                *(*indexes).ri_IndexRelationDescs.add(i),
+                *(*indexes).ri_IndexRelationInfo.add(i),
+            );
+            if !(*info).ii_Expressions.is_null()
+                || !(*info).ii_Predicate.is_null()
+                || !(*info).ii_ExclusionOps.is_null()
+                || !(*(*index).rd_index).indimmediate
+            {
+                let name = std::ffi::CStr::from_ptr((*(*index).rd_rel).relname.data.as_ptr());
+                FencedError::LeaseTableAltered {
+                    what: format!("index \"{}\"", name.to_string_lossy()),
+                }
+                .raise();
+            }
+        }
+        write(indexes);
+        pg_sys::CatalogCloseIndexes(indexes);
     }
 }
 
@@ -415,9 +447,12 @@ fn attempt(
 struct Columns {
     ns: i16,
     id: i16,
+    key: i16,
     owner: i16,
     holder: i16,
     token: i16,
+    acquired_at: i16,
+    renewed_at: i16,
     expires_at: i16,
     lock_delay: Option<i16>,
 }
@@ -428,9 +463,12 @@ impl Columns {
         Columns {
             ns: number(c"ns"),
             id: number(c"id"),
+            key: number(c"key"),
             owner: number(c"owner"),
             holder: number(c"holder"),
             token: number(c"token"),
+            acquired_at: number(c"acquired_at"),
+            renewed_at: number(c"renewed_at"),
             expires_at: number(c"expires_at"),
             lock_delay: with_lock_delay.then(|| number(c"lock_delay")),
         }
@@ -467,6 +505,61 @@ fn find(table: pg_sys::Relation, columns: &Columns, key: LockKey) -> Option<Leas
         pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
         pg_sys::CommandCounterIncrement();
         pg_sys::UpdateActiveSnapshotCommandId();
+        let row = scan_key(table, columns, key, pg_sys::GetActiveSnapshot(), |tuple| {
+            let descriptor = (*table).rd_att;
+            let width = (*descriptor).natts as usize;
+            let (mut values, mut nulls) = (vec![pg_sys::Datum::from(0); width], vec![false; width]);
+            pg_sys::heap_deform_tuple(tuple, descriptor, values.as_mut_ptr(), nulls.as_mut_ptr());
+            let column = |number: i16| {
+                let index = number as usize - 1;
+                (!nulls[index]).then_some(values[index])
+            };
+            let expires_at = column(columns.expires_at).map(|at| at.value() as i64);
+            // Read while the tuple's buffer is still pinned: an interval is passed by reference.
+            let available_at = match columns.lock_delay.and_then(column) {
+                Some(delay) => expires_at.map(|at| plus_interval(at, delay)),
+                None => expires_at,
+            };
+            LeaseRow {
+                ctid: (*tuple).t_self,
+                owner: column(columns.owner).and_then(|owner| String::from_datum(owner, false)),
+                holder: column(columns.holder).map_or(pg_sys::InvalidOid, |holder| {
+                    pg_sys::Oid::from(holder.value() as u32)
+                }),
+                token: column(columns.token).map_or(0, |token| token.value() as i64),
+                expires_at,
+                available_at,
+            }
+        });
+        pg_sys::PopActiveSnapshot();
+        row
+    }
+}
+
+/// Whether the key has a row that a look, which found none, did not see: committed after its
+/// snapshot, or being written by another open transaction (a dirty snapshot's view, as the
+/// unique index's own check has it).
+fn written_after_look(table: pg_sys::Relation, columns: &Columns, key: LockKey) -> bool {
+    unsafe {
+        let mut dirty: pg_sys::SnapshotData = std::mem::zeroed();
+        dirty.snapshot_type = pg_sys::SnapshotType::SNAPSHOT_DIRTY;
+        scan_key(table, columns, key, &mut dirty, |_| ()).is_some()
+    }
+}
+
+/// `read` of the row of the lease on `key` that `snapshot` sees, if any, found through the
+/// table's primary key (its buffer pinned while `read` runs).
+///
+/// # Safety
+/// `table` must be open and `snapshot` valid.
+unsafe fn scan_key<R>(
+    table: pg_sys::Relation,
+    columns: &Columns,
+    key: LockKey,
+    snapshot: pg_sys::Snapshot,
+    read: impl FnOnce(pg_sys::HeapTuple) -> R,
+) -> Option<R> {
+    unsafe {
         let mut keys: [pg_sys::ScanKeyData; 2] = std::mem::zeroed();
         for (scan_key, (column, value)) in keys
             .iter_mut()
@@ -488,45 +581,14 @@ fn find(table: pg_sys::Relation, columns: &Columns, key: LockKey) -> Option<Leas
             table,
             index,
             index != pg_sys::InvalidOid,
-            pg_sys::GetActiveSnapshot(),
+            snapshot,
             keys.len() as _,
             keys.as_mut_ptr(),
         );
         let tuple = pg_sys::systable_getnext(scan);
-        let row = (!tuple.is_null()).then(|| {
-            let descriptor = (*table).rd_att;
-            let width = (*descriptor).natts as usize;
-            let (mut values, mut nulls) = (vec![pg_sys::Datum::from(0); width], vec![false; width]);
-            pg_sys::heap_deform_tuple(tuple, descriptor, values.as_mut_ptr(), nulls.as_mut_ptr());
-            let column = |number: i16| {
-                let index = number as usize - 1;
-                (!nulls[index]).then_some(values[index])
-            };
-            let expires_at = column(columns.expires_at).map(|at| at.value() as i64);
-            // Read while the tuple's buffer is still pinned: an interval is passed by reference.
-            let available_at = match columns.lock_delay.and_then(column) {
-                Some(delay) => column(columns.expires_at).and_then(|at| {
-                    pgrx::direct_function_call::<i64>(
-                        pg_sys::timestamptz_pl_interval,
-                        &[Some(at), Some(delay)],
-                    )
-                }),
-                None => expires_at,
-            };
-            LeaseRow {
-                ctid: (*tuple).t_self,
-                owner: column(columns.owner).and_then(|owner| String::from_datum(owner, false)),
-                holder: column(columns.holder).map_or(pg_sys::InvalidOid, |holder| {
-                    pg_sys::Oid::from(holder.value() as u32)
-                }),
-                token: column(columns.token).map_or(0, |token| token.value() as i64),
-                expires_at,
-                available_at,
-            }
-        });
+        let result = (!tuple.is_null()).then(|| read(tuple));
         pg_sys::systable_endscan(scan);
-        pg_sys::PopActiveSnapshot();
-        row
+        result
     }
 }
 
@@ -537,10 +599,10 @@ fn ctid(row: u64, column: i32) -> Option<pg_sys::ItemPointerData> {
 }
 
 /// Locks the row of the lease on `key` held with `token` by `role` (or a role it is a member
-/// of) as `lock_row` does: its ctid, or None when no lease is held with that token. Never
-/// waits (55P03: the caller must hear that it could not look), and never locks a row it does
-/// not then write: a row that fails a recheck after a concurrent takeover would stay locked,
-/// as `FOR UPDATE` in the statement would leave it, and the new holder could not renew.
+/// of) as `lock_row` does: the locked row, or None when no lease is held with that token.
+/// Never waits (55P03: the caller must hear that it could not look), and never locks a row it
+/// does not then write: a row that fails a recheck after a concurrent takeover would stay
+/// locked, as `FOR UPDATE` in a statement would leave it, and the new holder could not renew.
 fn lock_held(
     statements: &Statements,
     table: pg_sys::Relation,
@@ -548,10 +610,10 @@ fn lock_held(
     key: LockKey,
     token: i64,
     role: pg_sys::Oid,
-) -> Option<pg_sys::ItemPointerData> {
+) -> Option<pg_sys::HeapTuple> {
     let held = |row: &LeaseRow| row.token == token && row.owner.is_some() && row.held_for(role);
     match lock_found(table, &statements.columns, function, key, held) {
-        Found::Locked(row) => Some(row.ctid),
+        Found::Locked(_, locked) => Some(locked),
         Found::Busy => FencedError::LeaseRowBusy { function, key }.raise(),
         Found::Absent | Found::Refused(_) => None,
     }
@@ -565,8 +627,9 @@ enum Found {
     Refused(LeaseRow),
     /// A row `wanted` accepted, locked by another open transaction.
     Busy,
-    /// A row `wanted` accepted, locked by this transaction as it was seen.
-    Locked(LeaseRow),
+    /// A row `wanted` accepted, locked by this transaction as it was seen (a copy of the
+    /// locked version, to write).
+    Locked(LeaseRow, pg_sys::HeapTuple),
 }
 
 /// The row of the lease on `key`, locked (`lock_row`) only when `wanted` accepts it as seen, so
@@ -588,7 +651,7 @@ fn lock_found(
             return Found::Refused(row);
         }
         match lock_row(table, row.ctid) {
-            RowLock::Locked => return Found::Locked(row),
+            RowLock::Locked(locked) => return Found::Locked(row, locked),
             RowLock::Busy => return Found::Busy,
             RowLock::Changed if transaction_snapshot() => {
                 FencedError::LeaseChangedAfterSnapshot { function, key }.raise()
@@ -600,8 +663,8 @@ fn lock_found(
 
 /// What `lock_row` found.
 enum RowLock {
-    /// The row is locked by this transaction, as its statement saw it.
-    Locked,
+    /// The row is locked by this transaction, as its statement saw it: a copy of it.
+    Locked(pg_sys::HeapTuple),
     /// Another open transaction has locked or is changing the row.
     Busy,
     /// The row was changed or deleted by a transaction that committed after the statement's
@@ -631,12 +694,14 @@ fn lock_row(table: pg_sys::Relation, ctid: pg_sys::ItemPointerData) -> RowLock {
             &mut buffer,
             &mut failure,
         );
+        // Copied while its buffer is pinned.
+        let locked = (result == TM_Result::TM_Ok).then(|| pg_sys::heap_copytuple(&mut tuple));
         if buffer != pg_sys::InvalidBuffer as pg_sys::Buffer {
             pg_sys::ReleaseBuffer(buffer);
         }
-        match result {
-            TM_Result::TM_Ok => RowLock::Locked,
-            TM_Result::TM_WouldBlock | TM_Result::TM_BeingModified => RowLock::Busy,
+        match (result, locked) {
+            (_, Some(locked)) => RowLock::Locked(locked),
+            (TM_Result::TM_WouldBlock | TM_Result::TM_BeingModified, _) => RowLock::Busy,
             _ => RowLock::Changed,
         }
     }
@@ -680,7 +745,8 @@ thread_local! {
 /// Deletes the released and long-expired (RETENTION) leases on the next SWEEP_PAGES pages of
 /// the table, at this backend's first first lease and every SWEEP_EVERY-th after it, skipping
 /// rows that other transactions have locked or changed (`lock_row`). First leases sweep more
-/// than they add, so dead rows cannot pile up, and no background worker is needed.
+/// than they add, so dead rows cannot pile up, and no background worker is needed. Its one
+/// statement runs as the table's owner.
 fn sweep_now_and_then(statements: &Statements, table: pg_sys::Relation) {
     let (next_page, since_sweep) = NEXT_SWEEP.get();
     if since_sweep % SWEEP_EVERY != 0 {
@@ -698,12 +764,17 @@ fn sweep_now_and_then(statements: &Statements, table: pg_sys::Relation) {
     };
     NEXT_SWEEP.set((Some(start + SWEEP_PAGES), 1));
     let end = start as i64 + SWEEP_PAGES as i64;
-    let rows = statements
-        .sweepable
-        .execute(&[(start as i64).into_datum(), end.into_datum()]);
-    let rows: Vec<pg_sys::ItemPointerData> = (0..rows).filter_map(|row| ctid(row, 1)).collect();
+    let rows: Vec<pg_sys::ItemPointerData> =
+        extension::as_owner_of(unsafe { (*table).rd_id }, |_| {
+            spi::connected(|| {
+                let rows = statements
+                    .sweepable
+                    .execute(&[(start as i64).into_datum(), end.into_datum()]);
+                (0..rows).filter_map(|row| ctid(row, 1)).collect()
+            })
+        });
     for mut row in rows {
-        if let RowLock::Locked = lock_row(table, row) {
+        if let RowLock::Locked(_) = lock_row(table, row) {
             unsafe { pg_sys::simple_heap_delete(table, &mut row) };
         }
     }
@@ -745,7 +816,7 @@ fn acquire(
         if let (Some(channel), Some(_)) = (channel, deadline) {
             unsafe { pg_sys::ConditionVariablePrepareToSleep(channel) };
         }
-        let seen = as_table_owner(fcinfo, |statements, table, role| {
+        let seen = with_lease_table(fcinfo, |statements, table, role| {
             attempt(
                 statements,
                 table,
@@ -853,14 +924,12 @@ key_forms! {
         let ttl = positive(ttl, function, "ttl");
         refuse_read_only(function);
         refuse_in_parallel_mode(function);
-        as_table_owner(fcinfo, |statements, table, role| {
-            let mut row = lock_held(statements, table, function, keyed.key, token, role)?;
-            statements.renew.execute(&[
-                Some(pg_sys::Datum::from(&raw mut row)),
-                ttl.into_datum(),
-                lock_delay().into_datum(),
-            ]);
-            first::<TimestampWithTimeZone>()
+        with_lease_table(fcinfo, |statements, table, role| {
+            let locked = lock_held(statements, table, function, keyed.key, token, role)?;
+            let columns = &statements.columns;
+            let (changes, expires_at) = renewal(columns, ttl.into_datum(), lock_delay().into_datum());
+            update_row(table, locked, &changes);
+            unsafe { TimestampWithTimeZone::from_datum(expires_at.into(), false) }
         })
     },
 }
@@ -877,14 +946,13 @@ key_forms! {
         let token = required(token, function, "token").or_raise();
         refuse_read_only(function);
         refuse_in_parallel_mode(function);
-        let released = as_table_owner(fcinfo, |statements, table, role| {
-            lock_held(statements, table, function, keyed.key, token, role).is_some_and(|mut row| {
-                statements
-                    .release
-                    .execute(&[Some(pg_sys::Datum::from(&raw mut row))])
-                    == 1
-            })
-        });
+        let released = with_lease_table(fcinfo, |statements, table, role| {
+            let locked = lock_held(statements, table, function, keyed.key, token, role);
+            let columns = &statements.columns;
+            let released = [columns.owner, columns.holder, columns.renewed_at, columns.expires_at];
+            locked.map(|locked| update_row(table, locked, &released.map(|column| (column, None))))
+        })
+        .is_some();
         if released {
             if let Some(channel) = wakeup_channel(keyed.key) {
                 RELEASED_CHANNELS.with_borrow_mut(|channels| channels.push(channel));

@@ -263,3 +263,107 @@ fn a_lost_release_leaves_the_new_holder_unlocked() {
         "releases that lost the lease but kept its row locked"
     );
 }
+
+/// The lease functions write the lease table's heap and primary key directly. Connections
+/// take, renew, take over and release leases with long owners on many keys at once, so that
+/// pages fill and many updates cannot stay on their page (not HOT) and must add index
+/// entries; some transactions roll back. amcheck then finds every live row version in the
+/// primary key (`heapallindexed`), and every lease through it.
+#[test]
+fn direct_writes_keep_the_primary_key_whole() {
+    const WORKERS: u64 = 4;
+    const CALLS: usize = 600;
+    const SPREAD: u64 = 300;
+    let server = Server::fresh(
+        "lease_direct_writes",
+        &["shared_preload_libraries=fenced_lock", "autovacuum=off"],
+    );
+    server.create_database();
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|worker| {
+            let mut client = server.connect(DATABASE);
+            thread::spawn(move || {
+                let mut keys = fenced_lock_faults::Lcg::new(worker);
+                let owner = format!("{}-{worker}", "o".repeat(200));
+                let mut written = 0;
+                for call in 0..CALLS {
+                    let key = keys.below(SPREAD) as i32;
+                    let mut transaction = client.transaction().unwrap();
+                    let token: Option<i64> = transaction
+                        .query_one(
+                            "SELECT acquire_lease(7803, $1, $2, '1 second')",
+                            &[&key, &owner],
+                        )
+                        .unwrap()
+                        .get(0);
+                    if let Some(token) = token {
+                        let renewed = "SELECT renew_lease(7803, $1, $2, '1 hour') IS NOT NULL";
+                        let row = transaction.query_one(renewed, &[&key, &token]).unwrap();
+                        assert!(row.get::<_, bool>(0), "a lease just taken was not renewed");
+                        if call % 3 == 0 {
+                            let release = "SELECT release_lease(7803, $1, $2)";
+                            let row = transaction.query_one(release, &[&key, &token]).unwrap();
+                            assert!(row.get::<_, bool>(0), "a lease just taken was not released");
+                        }
+                        written += 1;
+                    }
+                    match call % 7 {
+                        0 => transaction.rollback().unwrap(),
+                        _ => transaction.commit().unwrap(),
+                    }
+                }
+                written
+            })
+        })
+        .collect();
+    let written: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    let mut checker = server.connect(DATABASE);
+    // A backend reports its table counts as it exits: wait until the workers' have.
+    let others = "SELECT count(*) FROM pg_stat_activity
+                   WHERE datname = current_database() AND pid <> pg_backend_pid()";
+    while checker.query_one(others, &[]).unwrap().get::<_, i64>(0) > 0 {
+        thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let moved: i64 = checker
+        .query_one(
+            "SELECT n_tup_upd - n_tup_hot_upd FROM pg_stat_all_tables
+              WHERE relname = 'fenced_lease_state'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    println!("direct writes: {written} leases written, {moved} updates not HOT");
+    assert!(
+        written > WORKERS * 100,
+        "only {written} leases were written"
+    );
+    assert!(
+        moved > 0,
+        "no update left its page: the test did not reach non-HOT updates"
+    );
+    checker.batch_execute("CREATE EXTENSION amcheck").unwrap();
+    checker
+        .query_one(
+            "SELECT bt_index_parent_check('fenced_lease_state_pkey', heapallindexed => true)",
+            &[],
+        )
+        .unwrap();
+    let by_scan = lease_count(&mut checker, "SET enable_indexscan = off");
+    let by_key = lease_count(
+        &mut checker,
+        "RESET enable_indexscan; SET enable_seqscan = off",
+    );
+    assert_eq!(
+        by_scan, by_key,
+        "a table scan and the key find different rows"
+    );
+}
+
+/// How many of direct_writes' leases `settings` (which picks the plan) finds.
+fn lease_count(client: &mut postgres::Client, settings: &str) -> i64 {
+    client
+        .batch_execute(&format!("{settings}; SET enable_bitmapscan = off"))
+        .unwrap();
+    let count = "SELECT count(*) FROM fenced_lease_state WHERE ns = 7803 AND id >= 0";
+    client.query_one(count, &[]).unwrap().get(0)
+}
