@@ -6,14 +6,14 @@
 //! expired lease is taken over by the next acquire (no background worker). Leases and advisory
 //! locks are separate key spaces.
 //!
-//! The table is readable by all and written only here, as its owner (the caller's role is
-//! recorded: only it, or a member, renews or releases). A waiting acquire sleeps on a
+//! The table is readable by all and written only here, straight to its heap and indexes, with
+//! no SQL and no table rights of the caller (whose role is recorded: only it, or a member,
+//! renews or releases). A waiting acquire sleeps on a
 //! condition variable that releases broadcast (when preloaded), or until the holder's expiry.
 
 use crate::errors::{refuse_in_parallel_mode, FencedError, OrRaise};
 use crate::locking::key_forms;
 use crate::shmem::Part;
-use crate::spi::{self, SavedPlan};
 use crate::types::{required, LockKey};
 use crate::{extension, settings, tokens};
 use pgrx::datum::{Interval, TimestampWithTimeZone};
@@ -38,13 +38,14 @@ const RECHECK_MS: i64 = 1000;
 /// for, so that no acquire waits past its `wait`.
 const ROW_LOCKED_RECHECK_MS: i64 = 10;
 
-/// Released leases, and leases expired longer ago than this, are deleted by later first
-/// leases of other keys (`sweep`), so that the table does not grow without bound.
-const RETENTION: &str = "1 hour";
+/// Released leases, and leases available to others for longer than this (an hour, in
+/// microseconds), are deleted by later first leases of other keys (`sweep_now_and_then`), so
+/// that the table does not grow without bound.
+const RETENTION_US: i64 = 3_600_000_000;
 
 /// Every SWEEP_EVERY-th first lease of a key in a backend sweeps SWEEP_PAGES table pages for
 /// such rows: more rows than those first leases add (a page holds at least a dozen lease rows
-/// of the longest owner and key), in one statement rather than one per first lease.
+/// of the longest owner and key), in one scan rather than one per first lease.
 const SWEEP_EVERY: u32 = 16;
 const SWEEP_PAGES: u32 = 2 * SWEEP_EVERY;
 
@@ -81,10 +82,6 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-pub fn register_transaction_callback() {
-    unsafe { pg_sys::RegisterXactCallback(Some(on_transaction_end), std::ptr::null_mut()) };
-}
-
 #[pg_guard]
 unsafe extern "C-unwind" fn on_transaction_end(
     event: pg_sys::XactEvent::Type,
@@ -118,94 +115,87 @@ fn wakeup_channel(key: LockKey) -> Option<*mut pg_sys::ConditionVariable> {
     (!channels.is_null()).then(|| unsafe { channels.add(index % WAKEUP_CHANNELS) })
 }
 
-/// What a backend keeps for the lease table: where its columns are, and the sweep's one
-/// statement. The rows themselves are found (`find`) and written (`insert_row`,
-/// `update_row`) without SPI. The statement's names are qualified (operators and functions
-/// with pg_catalog, the table with its schema): it runs as the table's owner with the
-/// caller's search_path, which a re-analysis by the plan cache would use.
-struct Statements {
+/// What a backend keeps of the lease table between calls: its OID and where its columns are.
+/// Forgotten when the relation cache says the table changed: the upgrade adds lock_delay under
+/// running sessions (a server whose library is new but whose extension is not yet updated
+/// keeps working, without a delay), and DROP and CREATE EXTENSION make a new table.
+#[derive(Clone, Copy)]
+struct Shape {
+    oid: pg_sys::Oid,
     columns: Columns,
-    /// The ctids of released and long-expired leases on a range of table pages.
-    sweepable: SavedPlan,
 }
-
-impl Statements {
-    /// The statement for the lease table `table`; `with_lock_delay` when it has the
-    /// lock_delay column (0.3.0's): a server whose library is new but whose extension is not
-    /// yet updated (ALTER EXTENSION fenced_lock UPDATE) keeps working, without a delay.
-    fn prepare(table_oid: pg_sys::Oid, table: &str, with_lock_delay: bool) -> Statements {
-        use pg_sys::INT8OID;
-        let now = "pg_catalog.clock_timestamp()";
-        // When a lease that expires unreleased is free for another owner: after its lock-delay.
-        let available_at = match with_lock_delay {
-            true => "(expires_at OPERATOR(pg_catalog.+) lock_delay)",
-            false => "expires_at",
-        };
-        Statements {
-            columns: Columns::of(table_oid, with_lock_delay),
-            sweepable: spi::connected(|| {
-                spi::prepare(
-                    &format!(
-                        "SELECT ctid FROM {table} \
-                          WHERE ctid OPERATOR(pg_catalog.>=) \
-                                    pg_catalog.format('(%s,0)', $1)::pg_catalog.tid \
-                            AND ctid OPERATOR(pg_catalog.<) \
-                                    pg_catalog.format('(%s,0)', $2)::pg_catalog.tid \
-                            AND (owner IS NULL OR {available_at} OPERATOR(pg_catalog.<) \
-                                 ({now} OPERATOR(pg_catalog.-) '{RETENTION}'::pg_catalog.interval))"
-                    ),
-                    &[INT8OID, INT8OID],
-                )
-            }),
-        }
-    }
-
-    fn free(self) {
-        self.sweepable.free();
-    }
-}
-
-/// What the statements were prepared for: the lease table's OID, and whether it has the
-/// lock_delay column.
-type PreparedFor = (pg_sys::Oid, bool);
 
 thread_local! {
-    /// The statements, prepared for the lease table with this OID, with or without its
-    /// lock_delay column (a new table, after DROP and CREATE EXTENSION, or the column added by
-    /// the upgrade, gets new ones).
-    static STATEMENTS: std::cell::RefCell<Option<(PreparedFor, std::rc::Rc<Statements>)>> =
-        const { std::cell::RefCell::new(None) };
+    static SHAPE: std::cell::Cell<Option<Shape>> = const { std::cell::Cell::new(None) };
 }
 
-/// Runs `work` with the lease table's statements, the open table and the caller's role. The
-/// table is opened with the lock an UPDATE takes, held to the transaction's end: `find`,
-/// `lock_row` and the writes read and write its heap and indexes directly. An ERROR's abort
-/// closes the table.
+pub fn register_callbacks() {
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(on_transaction_end), std::ptr::null_mut());
+        pg_sys::CacheRegisterRelcacheCallback(Some(on_relcache_invalidation), 0.into());
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn on_relcache_invalidation(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    // InvalidOid means "every relation" (a cache reset).
+    if SHAPE
+        .get()
+        .is_some_and(|shape| relid == pg_sys::InvalidOid || relid == shape.oid)
+    {
+        SHAPE.set(None);
+    }
+}
+
+/// The lease table as one call uses it: open with its indexes, with the lock an UPDATE takes
+/// (held to the transaction's end). Its rows are found through the primary key's index and
+/// written to the heap and every index directly: no statement runs.
+struct LeaseTable {
+    heap: pg_sys::Relation,
+    /// Every index of the table, open for `insert_row` and `update_row`.
+    indexes: pg_sys::CatalogIndexState,
+    /// The primary key's index, among `indexes`; null without one (then a table scan finds a
+    /// key's row).
+    key_index: pg_sys::Relation,
+    columns: Columns,
+}
+
+/// Runs `work` with the lease table and the caller's role. An ERROR's abort closes the table
+/// and its indexes.
 fn with_lease_table<R>(
     fcinfo: pg_sys::FunctionCallInfo,
-    work: impl FnOnce(&Statements, pg_sys::Relation, pg_sys::Oid) -> R,
+    work: impl FnOnce(&LeaseTable, pg_sys::Oid) -> R,
 ) -> R {
-    let table_oid = extension::relation(fcinfo, LEASE_TABLE);
-    let table = unsafe { pg_sys::relation_open(table_oid, pg_sys::RowExclusiveLock as _) };
-    // ALTER EXTENSION fenced_lock UPDATE adds the column under running sessions.
-    let with_lock_delay = unsafe { pg_sys::get_attnum(table_oid, c"lock_delay".as_ptr()) } > 0;
-    let prepared_for: PreparedFor = (table_oid, with_lock_delay);
-    let statements = STATEMENTS.with_borrow_mut(|cached| match cached {
-        Some((key, statements)) if *key == prepared_for => statements.clone(),
-        _ => {
-            let table = extension::qualified(fcinfo, LEASE_TABLE);
-            let fresh = std::rc::Rc::new(Statements::prepare(table_oid, &table, with_lock_delay));
-            if let Some((_, stale)) = cached.replace((prepared_for, fresh.clone())) {
-                if let Ok(stale) = std::rc::Rc::try_unwrap(stale) {
-                    stale.free();
-                }
-            }
-            fresh
-        }
+    let shape = SHAPE.get().unwrap_or_else(|| {
+        let oid = extension::relation(fcinfo, LEASE_TABLE);
+        let with_lock_delay = unsafe { pg_sys::get_attnum(oid, c"lock_delay".as_ptr()) } > 0;
+        let shape = Shape {
+            oid,
+            columns: Columns::of(oid, with_lock_delay),
+        };
+        SHAPE.set(Some(shape));
+        shape
     });
-    let result = work(&statements, table, unsafe { pg_sys::GetUserId() });
-    unsafe { pg_sys::relation_close(table, pg_sys::NoLock as _) };
-    result
+    unsafe {
+        let heap = pg_sys::relation_open(shape.oid, pg_sys::RowExclusiveLock as _);
+        // Opening the indexes asked the relation cache for the table's index list, which
+        // names the primary key's index as it is now (REINDEX CONCURRENTLY gives it a new OID).
+        let indexes = pg_sys::CatalogOpenIndexes(heap);
+        let key_index = (0..(*indexes).ri_NumIndices as usize)
+            .map(|i| *(*indexes).ri_IndexRelationDescs.add(i))
+            .find(|&index| (*index).rd_id == (*heap).rd_pkindex)
+            .unwrap_or(std::ptr::null_mut());
+        let lease = LeaseTable {
+            heap,
+            indexes,
+            key_index,
+            columns: shape.columns,
+        };
+        let result = work(&lease, pg_sys::GetUserId());
+        pg_sys::CatalogCloseIndexes(indexes);
+        pg_sys::relation_close(heap, pg_sys::NoLock as _);
+        result
+    }
 }
 
 fn positive(
@@ -241,8 +231,7 @@ enum Seen {
 /// One attempt: the lease if it is free, expired, or held by `owner` (and the caller's role).
 #[allow(clippy::too_many_arguments)]
 fn attempt(
-    statements: &Statements,
-    table: pg_sys::Relation,
+    lease: &LeaseTable,
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
     role: pg_sys::Oid,
@@ -251,7 +240,7 @@ fn attempt(
     ttl: Interval,
     waiting: bool,
 ) -> Seen {
-    let columns = &statements.columns;
+    let columns = &lease.columns;
     let (ttl, delay) = (ttl.into_datum(), lock_delay().into_datum());
     // The columns a new holder writes, the key's own aside.
     let new_holder = |token: i64| {
@@ -276,19 +265,19 @@ fn attempt(
         let takeable = |row: &LeaseRow| {
             row.owner.is_none() || this_owners(row) || row.available_at.is_some_and(|at| at <= now)
         };
-        match lock_found(table, columns, function, keyed.key, takeable) {
+        match lock_found(lease, function, keyed.key, takeable) {
             // Still held by this owner: the same token, the TTL extended.
             Found::Locked(row, locked)
                 if this_owners(&row) && row.expires_at.is_some_and(|at| at > now) =>
             {
-                update_row(table, locked, &renewal(columns, ttl, delay).0);
+                update_row(lease, locked, &renewal(columns, ttl, delay).0);
                 return Seen::Granted(row.token);
             }
             // Free, expired, or this owner's after expiry: drawn under the row lock, after
             // every token of earlier holders, the token of a new grant.
             Found::Locked(_, locked) => {
                 let token = tokens::next_token(fcinfo);
-                update_row(table, locked, &new_holder(token));
+                update_row(lease, locked, &new_holder(token));
                 return Seen::Granted(token);
             }
             // Held by another owner (until its expiry and lock-delay). Only a waiting acquire
@@ -312,7 +301,7 @@ fn attempt(
         // With that lock, nobody else writes the key's first lease; one committed after the
         // look's snapshot is looked at again with a newer one, or under one snapshot
         // throughout is 40001 (where INSERT ... ON CONFLICT DO NOTHING would raise it too).
-        if written_after_look(table, columns, keyed.key) {
+        if written_after_look(lease, keyed.key) {
             if transaction_snapshot() {
                 FencedError::LeaseChangedAfterSnapshot {
                     function,
@@ -322,7 +311,7 @@ fn attempt(
             }
             continue;
         }
-        sweep_now_and_then(statements, table);
+        sweep_now_and_then(lease);
         // Tokens only rise: one drawn now is above every earlier holder's, swept rows' too.
         let token = tokens::next_token(fcinfo);
         let mut row = new_holder(token);
@@ -330,7 +319,7 @@ fn attempt(
             (columns.ns, keyed.key.ns.into_datum()),
             (columns.id, keyed.key.id.into_datum()),
         ]);
-        insert_row(table, &row);
+        insert_row(lease, &row);
         return Seen::Granted(token);
     }
 }
@@ -368,9 +357,10 @@ fn plus_interval(at: pg_sys::TimestampTz, interval: pg_sys::Datum) -> pg_sys::Ti
 }
 
 /// Inserts the row of a first lease, `changes` its columns (every other one NULL).
-fn insert_row(table: pg_sys::Relation, changes: &[Change]) {
+fn insert_row(lease: &LeaseTable, changes: &[Change]) {
+    refuse_unmaintainable(lease);
     unsafe {
-        let descriptor = (*table).rd_att;
+        let descriptor = (*lease.heap).rd_att;
         let width = (*descriptor).natts as usize;
         let (mut values, mut nulls) = (vec![pg_sys::Datum::from(0); width], vec![true; width]);
         for &(column, value) in changes {
@@ -379,14 +369,13 @@ fn insert_row(table: pg_sys::Relation, changes: &[Change]) {
             nulls[index] = value.is_none();
         }
         let row = pg_sys::heap_form_tuple(descriptor, values.as_mut_ptr(), nulls.as_mut_ptr());
-        with_indexes(table, |indexes| {
-            pg_sys::CatalogTupleInsertWithInfo(table, row, indexes)
-        });
+        pg_sys::CatalogTupleInsertWithInfo(lease.heap, row, lease.indexes);
     }
 }
 
 /// Writes `changes` into the row `locked` (locked by this transaction with `lock_row`).
-fn update_row(table: pg_sys::Relation, locked: pg_sys::HeapTuple, changes: &[Change]) {
+fn update_row(lease: &LeaseTable, locked: pg_sys::HeapTuple, changes: &[Change]) {
+    refuse_unmaintainable(lease);
     unsafe {
         let mut columns: Vec<i32> = changes.iter().map(|&(column, _)| column.into()).collect();
         let mut values: Vec<pg_sys::Datum> = (changes.iter())
@@ -395,31 +384,30 @@ fn update_row(table: pg_sys::Relation, locked: pg_sys::HeapTuple, changes: &[Cha
         let mut nulls: Vec<bool> = changes.iter().map(|(_, value)| value.is_none()).collect();
         let row = pg_sys::heap_modify_tuple_by_cols(
             locked,
-            (*table).rd_att,
+            (*lease.heap).rd_att,
             changes.len() as _,
             columns.as_mut_ptr(),
             values.as_mut_ptr(),
             nulls.as_mut_ptr(),
         );
-        with_indexes(table, |indexes| {
-            pg_sys::CatalogTupleUpdateWithInfo(table, &raw mut (*locked).t_self, row, indexes)
-        });
+        let otid = &raw mut (*locked).t_self;
+        pg_sys::CatalogTupleUpdateWithInfo(lease.heap, otid, row, lease.indexes);
     }
 }
 
-/// Runs `write` with the lease table's indexes open. The rows are written as PostgreSQL writes
-/// its catalogs (heap, then each index; HOT where it can): no statement to plan and start per
-/// call. That way fires no trigger and evaluates no index expression or predicate, so a table
-/// that has any is refused (0A000) rather than written behind its back.
-fn with_indexes(table: pg_sys::Relation, write: impl FnOnce(pg_sys::CatalogIndexState)) {
+/// The rows are written as PostgreSQL writes its catalogs (the heap, then each index; HOT
+/// where it can): no statement to plan and start per call. That way fires no trigger and
+/// evaluates no index expression or predicate, so a table that has any is refused (55000)
+/// rather than written behind its back.
+fn refuse_unmaintainable(lease: &LeaseTable) {
     unsafe {
-        if !(*table).trigdesc.is_null() {
+        if !(*lease.heap).trigdesc.is_null() {
             FencedError::LeaseTableAltered {
                 what: "a trigger".into(),
             }
             .raise();
         }
-        let indexes = pg_sys::CatalogOpenIndexes(table);
+        let indexes = lease.indexes;
         for i in 0..(*indexes).ri_NumIndices as usize {
             let (index, info) = (
                 *(*indexes).ri_IndexRelationDescs.add(i),
@@ -437,13 +425,12 @@ fn with_indexes(table: pg_sys::Relation, write: impl FnOnce(pg_sys::CatalogIndex
                 .raise();
             }
         }
-        write(indexes);
-        pg_sys::CatalogCloseIndexes(indexes);
     }
 }
 
 /// Where the lease table's columns are (attribute numbers, from 1): read by name, since the
 /// upgrade adds lock_delay at the end and a dropped column keeps its number.
+#[derive(Clone, Copy)]
 struct Columns {
     ns: i16,
     id: i16,
@@ -489,24 +476,15 @@ struct LeaseRow {
 }
 
 impl LeaseRow {
-    /// Whether `role` may act for the lease's holder: it is that role, or has its privileges
-    /// (as `pg_has_role(role, holder, 'USAGE')`).
-    fn held_for(&self, role: pg_sys::Oid) -> bool {
-        self.holder != pg_sys::InvalidOid && unsafe { pg_sys::has_privs_of_role(role, self.holder) }
-    }
-}
-
-/// The row of the lease on `key`, read through the table's primary key without SPI, with what
-/// a statement run now would see: a new snapshot under READ COMMITTED (the transaction's
-/// under REPEATABLE READ and SERIALIZABLE), after a command-counter increment, so this
-/// transaction's earlier lease writes are seen too (as SPI does before every statement).
-fn find(table: pg_sys::Relation, columns: &Columns, key: LockKey) -> Option<LeaseRow> {
-    unsafe {
-        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
-        pg_sys::CommandCounterIncrement();
-        pg_sys::UpdateActiveSnapshotCommandId();
-        let row = scan_key(table, columns, key, pg_sys::GetActiveSnapshot(), |tuple| {
-            let descriptor = (*table).rd_att;
+    /// The lease in `tuple`, a row of the lease table whose buffer is pinned (an interval is
+    /// passed by reference).
+    ///
+    /// # Safety
+    /// `tuple` must be valid.
+    unsafe fn read(lease: &LeaseTable, tuple: pg_sys::HeapTuple) -> LeaseRow {
+        let columns = &lease.columns;
+        unsafe {
+            let descriptor = (*lease.heap).rd_att;
             let width = (*descriptor).natts as usize;
             let (mut values, mut nulls) = (vec![pg_sys::Datum::from(0); width], vec![false; width]);
             pg_sys::heap_deform_tuple(tuple, descriptor, values.as_mut_ptr(), nulls.as_mut_ptr());
@@ -515,7 +493,6 @@ fn find(table: pg_sys::Relation, columns: &Columns, key: LockKey) -> Option<Leas
                 (!nulls[index]).then_some(values[index])
             };
             let expires_at = column(columns.expires_at).map(|at| at.value() as i64);
-            // Read while the tuple's buffer is still pinned: an interval is passed by reference.
             let available_at = match columns.lock_delay.and_then(column) {
                 Some(delay) => expires_at.map(|at| plus_interval(at, delay)),
                 None => expires_at,
@@ -530,31 +507,58 @@ fn find(table: pg_sys::Relation, columns: &Columns, key: LockKey) -> Option<Leas
                 expires_at,
                 available_at,
             }
-        });
-        pg_sys::PopActiveSnapshot();
-        row
+        }
     }
+
+    /// Whether `role` may act for the lease's holder: it is that role, or has its privileges
+    /// (as `pg_has_role(role, holder, 'USAGE')`).
+    fn held_for(&self, role: pg_sys::Oid) -> bool {
+        self.holder != pg_sys::InvalidOid && unsafe { pg_sys::has_privs_of_role(role, self.holder) }
+    }
+}
+
+/// `work` with what a statement run now would see: a new snapshot under READ COMMITTED (the
+/// transaction's under REPEATABLE READ and SERIALIZABLE), after a command-counter increment,
+/// so this transaction's earlier lease writes are seen too (as SPI does before every
+/// statement).
+fn as_a_statement_sees<R>(work: impl FnOnce(pg_sys::Snapshot) -> R) -> R {
+    unsafe {
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+        pg_sys::CommandCounterIncrement();
+        pg_sys::UpdateActiveSnapshotCommandId();
+        let result = work(pg_sys::GetActiveSnapshot());
+        pg_sys::PopActiveSnapshot();
+        result
+    }
+}
+
+/// The row of the lease on `key`, read through the table's primary key, as a statement run
+/// now would see it.
+fn find(lease: &LeaseTable, key: LockKey) -> Option<LeaseRow> {
+    as_a_statement_sees(|snapshot| unsafe {
+        scan_key(lease, key, snapshot, |tuple| LeaseRow::read(lease, tuple))
+    })
 }
 
 /// Whether the key has a row that a look, which found none, did not see: committed after its
 /// snapshot, or being written by another open transaction (a dirty snapshot's view, as the
 /// unique index's own check has it).
-fn written_after_look(table: pg_sys::Relation, columns: &Columns, key: LockKey) -> bool {
+fn written_after_look(lease: &LeaseTable, key: LockKey) -> bool {
     unsafe {
         let mut dirty: pg_sys::SnapshotData = std::mem::zeroed();
         dirty.snapshot_type = pg_sys::SnapshotType::SNAPSHOT_DIRTY;
-        scan_key(table, columns, key, &mut dirty, |_| ()).is_some()
+        scan_key(lease, key, &mut dirty, |_| ()).is_some()
     }
 }
 
 /// `read` of the row of the lease on `key` that `snapshot` sees, if any, found through the
-/// table's primary key (its buffer pinned while `read` runs).
+/// primary key's open index (without one, a scan of the table); its buffer is pinned while
+/// `read` runs.
 ///
 /// # Safety
-/// `table` must be open and `snapshot` valid.
+/// `snapshot` must be valid.
 unsafe fn scan_key<R>(
-    table: pg_sys::Relation,
-    columns: &Columns,
+    lease: &LeaseTable,
     key: LockKey,
     snapshot: pg_sys::Snapshot,
     read: impl FnOnce(pg_sys::HeapTuple) -> R,
@@ -563,7 +567,7 @@ unsafe fn scan_key<R>(
         let mut keys: [pg_sys::ScanKeyData; 2] = std::mem::zeroed();
         for (scan_key, (column, value)) in keys
             .iter_mut()
-            .zip([(columns.ns, key.ns), (columns.id, key.id)])
+            .zip([(lease.columns.ns, key.ns), (lease.columns.id, key.id)])
         {
             pg_sys::ScanKeyInit(
                 scan_key,
@@ -573,29 +577,29 @@ unsafe fn scan_key<R>(
                 pg_sys::Datum::from(value),
             );
         }
-        // The primary key's index as the relation cache knows it now (REINDEX CONCURRENTLY
-        // gives it a new OID); without one, a scan of the table.
-        pg_sys::list_free(pg_sys::RelationGetIndexList(table));
-        let index = (*table).rd_pkindex;
-        let scan = pg_sys::systable_beginscan(
-            table,
-            index,
-            index != pg_sys::InvalidOid,
-            snapshot,
-            keys.len() as _,
-            keys.as_mut_ptr(),
-        );
-        let tuple = pg_sys::systable_getnext(scan);
+        let (heap, index, count) = (lease.heap, lease.key_index, keys.len() as _);
+        if index.is_null() {
+            let scan = pg_sys::systable_beginscan(
+                heap,
+                pg_sys::InvalidOid,
+                false,
+                snapshot,
+                count,
+                keys.as_mut_ptr(),
+            );
+            let tuple = pg_sys::systable_getnext(scan);
+            let result = (!tuple.is_null()).then(|| read(tuple));
+            pg_sys::systable_endscan(scan);
+            return result;
+        }
+        let scan =
+            pg_sys::systable_beginscan_ordered(heap, index, snapshot, count, keys.as_mut_ptr());
+        let tuple =
+            pg_sys::systable_getnext_ordered(scan, pg_sys::ScanDirection::ForwardScanDirection);
         let result = (!tuple.is_null()).then(|| read(tuple));
-        pg_sys::systable_endscan(scan);
+        pg_sys::systable_endscan_ordered(scan);
         result
     }
-}
-
-/// The row id in column `column` (from 1) of row `row` (from 0) the last statement returned.
-fn ctid(row: u64, column: i32) -> Option<pg_sys::ItemPointerData> {
-    SavedPlan::value(row, column)
-        .map(|datum| unsafe { *(datum.cast_mut_ptr::<pg_sys::ItemPointerData>()) })
 }
 
 /// Locks the row of the lease on `key` held with `token` by `role` (or a role it is a member
@@ -604,15 +608,14 @@ fn ctid(row: u64, column: i32) -> Option<pg_sys::ItemPointerData> {
 /// does not then write: a row that fails a recheck after a concurrent takeover would stay
 /// locked, as `FOR UPDATE` in a statement would leave it, and the new holder could not renew.
 fn lock_held(
-    statements: &Statements,
-    table: pg_sys::Relation,
+    lease: &LeaseTable,
     function: &'static str,
     key: LockKey,
     token: i64,
     role: pg_sys::Oid,
 ) -> Option<pg_sys::HeapTuple> {
     let held = |row: &LeaseRow| row.token == token && row.owner.is_some() && row.held_for(role);
-    match lock_found(table, &statements.columns, function, key, held) {
+    match lock_found(lease, function, key, held) {
         Found::Locked(_, locked) => Some(locked),
         Found::Busy => FencedError::LeaseRowBusy { function, key }.raise(),
         Found::Absent | Found::Refused(_) => None,
@@ -637,20 +640,19 @@ enum Found {
 /// look's snapshot is looked at again with a newer one, unless the transaction reads one
 /// snapshot throughout: then 40001 (a look again would see the same row).
 fn lock_found(
-    table: pg_sys::Relation,
-    columns: &Columns,
+    lease: &LeaseTable,
     function: &'static str,
     key: LockKey,
     wanted: impl Fn(&LeaseRow) -> bool,
 ) -> Found {
     loop {
-        let Some(row) = find(table, columns, key) else {
+        let Some(row) = find(lease, key) else {
             return Found::Absent;
         };
         if !wanted(&row) {
             return Found::Refused(row);
         }
-        match lock_row(table, row.ctid) {
+        match lock_row(lease.heap, row.ctid) {
             RowLock::Locked(locked) => return Found::Locked(row, locked),
             RowLock::Busy => return Found::Busy,
             RowLock::Changed if transaction_snapshot() => {
@@ -742,19 +744,19 @@ thread_local! {
     static NEXT_SWEEP: std::cell::Cell<(Option<u32>, u32)> = const { std::cell::Cell::new((None, 0)) };
 }
 
-/// Deletes the released and long-expired (RETENTION) leases on the next SWEEP_PAGES pages of
-/// the table, at this backend's first first lease and every SWEEP_EVERY-th after it, skipping
-/// rows that other transactions have locked or changed (`lock_row`). First leases sweep more
-/// than they add, so dead rows cannot pile up, and no background worker is needed. Its one
-/// statement runs as the table's owner.
-fn sweep_now_and_then(statements: &Statements, table: pg_sys::Relation) {
+/// Deletes the released and long-expired (RETENTION_US) leases on the next SWEEP_PAGES pages
+/// of the table, at this backend's first first lease and every SWEEP_EVERY-th after it,
+/// skipping rows that other transactions have locked or changed (`lock_row`). First leases
+/// sweep more than they add, so dead rows cannot pile up, and no background worker is needed.
+fn sweep_now_and_then(lease: &LeaseTable) {
     let (next_page, since_sweep) = NEXT_SWEEP.get();
     if since_sweep % SWEEP_EVERY != 0 {
         NEXT_SWEEP.set((next_page, since_sweep + 1));
         return;
     }
+    let heap = lease.heap;
     let pages =
-        unsafe { pg_sys::RelationGetNumberOfBlocksInFork(table, pg_sys::ForkNumber::MAIN_FORKNUM) };
+        unsafe { pg_sys::RelationGetNumberOfBlocksInFork(heap, pg_sys::ForkNumber::MAIN_FORKNUM) };
     if pages == 0 {
         return;
     }
@@ -763,19 +765,39 @@ fn sweep_now_and_then(statements: &Statements, table: pg_sys::Relation) {
         false => 0,
     };
     NEXT_SWEEP.set((Some(start + SWEEP_PAGES), 1));
-    let end = start as i64 + SWEEP_PAGES as i64;
-    let rows: Vec<pg_sys::ItemPointerData> =
-        extension::as_owner_of(unsafe { (*table).rd_id }, |_| {
-            spi::connected(|| {
-                let rows = statements
-                    .sweepable
-                    .execute(&[(start as i64).into_datum(), end.into_datum()]);
-                (0..rows).filter_map(|row| ctid(row, 1)).collect()
-            })
-        });
+    let retired_before = unsafe { pg_sys::GetCurrentTimestamp() } - RETENTION_US;
+    let retired = |row: &LeaseRow| {
+        row.owner.is_none() || row.available_at.is_some_and(|at| at < retired_before)
+    };
+    let rows: Vec<pg_sys::ItemPointerData> = as_a_statement_sees(|snapshot| unsafe {
+        use pg_sys::ScanOptions::{SO_ALLOW_PAGEMODE, SO_TYPE_SEQSCAN};
+        let flags = SO_TYPE_SEQSCAN | SO_ALLOW_PAGEMODE;
+        let scan = pg_sys::heap_beginscan(
+            heap,
+            snapshot,
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            flags,
+        );
+        pg_sys::heap_setscanlimits(scan, start, SWEEP_PAGES.min(pages - start));
+        let mut rows = Vec::new();
+        loop {
+            let tuple = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
+            if tuple.is_null() {
+                break;
+            }
+            let row = LeaseRow::read(lease, tuple);
+            if retired(&row) {
+                rows.push(row.ctid);
+            }
+        }
+        pg_sys::heap_endscan(scan);
+        rows
+    });
     for mut row in rows {
-        if let RowLock::Locked(_) = lock_row(table, row) {
-            unsafe { pg_sys::simple_heap_delete(table, &mut row) };
+        if let RowLock::Locked(_) = lock_row(heap, row) {
+            unsafe { pg_sys::simple_heap_delete(heap, &mut row) };
         }
     }
 }
@@ -816,10 +838,9 @@ fn acquire(
         if let (Some(channel), Some(_)) = (channel, deadline) {
             unsafe { pg_sys::ConditionVariablePrepareToSleep(channel) };
         }
-        let seen = with_lease_table(fcinfo, |statements, table, role| {
+        let seen = with_lease_table(fcinfo, |lease, role| {
             attempt(
-                statements,
-                table,
+                lease,
                 fcinfo,
                 function,
                 role,
@@ -924,11 +945,11 @@ key_forms! {
         let ttl = positive(ttl, function, "ttl");
         refuse_read_only(function);
         refuse_in_parallel_mode(function);
-        with_lease_table(fcinfo, |statements, table, role| {
-            let locked = lock_held(statements, table, function, keyed.key, token, role)?;
-            let columns = &statements.columns;
-            let (changes, expires_at) = renewal(columns, ttl.into_datum(), lock_delay().into_datum());
-            update_row(table, locked, &changes);
+        with_lease_table(fcinfo, |lease, role| {
+            let locked = lock_held(lease, function, keyed.key, token, role)?;
+            let (ttl, delay) = (ttl.into_datum(), lock_delay().into_datum());
+            let (changes, expires_at) = renewal(&lease.columns, ttl, delay);
+            update_row(lease, locked, &changes);
             unsafe { TimestampWithTimeZone::from_datum(expires_at.into(), false) }
         })
     },
@@ -946,11 +967,11 @@ key_forms! {
         let token = required(token, function, "token").or_raise();
         refuse_read_only(function);
         refuse_in_parallel_mode(function);
-        let released = with_lease_table(fcinfo, |statements, table, role| {
-            let locked = lock_held(statements, table, function, keyed.key, token, role);
-            let columns = &statements.columns;
+        let released = with_lease_table(fcinfo, |lease, role| {
+            let locked = lock_held(lease, function, keyed.key, token, role);
+            let columns = &lease.columns;
             let released = [columns.owner, columns.holder, columns.renewed_at, columns.expires_at];
-            locked.map(|locked| update_row(table, locked, &released.map(|column| (column, None))))
+            locked.map(|locked| update_row(lease, locked, &released.map(|column| (column, None))))
         })
         .is_some();
         if released {

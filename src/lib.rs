@@ -75,7 +75,7 @@ pub extern "C-unwind" fn _PG_init() {
         ]);
     }
     grants::register_transaction_callbacks();
-    leases::register_transaction_callback();
+    leases::register_callbacks();
     extension::register_invalidation_callback();
     resource::register_invalidation_callbacks();
 }
