@@ -132,3 +132,86 @@ pub unsafe fn storage_of(relation: pg_sys::Relation) -> Storage {
     #[cfg(not(feature = "pg15"))]
     return unsafe { (*relation).rd_locator };
 }
+
+/// Which of a table's indexes a new row version needs entries in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum IndexEntries {
+    None,
+    /// Only the summarizing ones (BRIN), after a HOT update.
+    Summarizing,
+    All,
+}
+
+/// heap_update of the version at `otid`, without waiting for a transaction that is changing
+/// it, and the index entries the new version needs. PostgreSQL 16 added the update_indexes
+/// argument ("Allow HOT for BRIN indexes": summarizing indexes get entries after a HOT update
+/// too); before it, a heap-only new version needs none.
+///
+/// # Safety
+/// `relation` must be open with RowExclusiveLock, `new` a tuple of its descriptor.
+pub unsafe fn heap_update_no_wait(
+    relation: pg_sys::Relation,
+    otid: &mut pg_sys::ItemPointerData,
+    new: pg_sys::HeapTuple,
+) -> (pg_sys::TM_Result::Type, IndexEntries) {
+    unsafe {
+        let cid = pg_sys::GetCurrentCommandId(true);
+        let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
+        let mut mode = pg_sys::LockTupleMode::LockTupleExclusive;
+        let snapshot = std::ptr::null_mut();
+        #[cfg(feature = "pg15")]
+        {
+            let result = pg_sys::heap_update(
+                relation,
+                otid,
+                new,
+                cid,
+                snapshot,
+                false,
+                &mut failure,
+                &mut mode,
+            );
+            let heap_only = (*(*new).t_data).t_infomask2 & pg_sys::HEAP_ONLY_TUPLE as u16 != 0;
+            let entries = match heap_only {
+                true => IndexEntries::None,
+                false => IndexEntries::All,
+            };
+            (result, entries)
+        }
+        #[cfg(not(feature = "pg15"))]
+        {
+            let mut update_indexes = pg_sys::TU_UpdateIndexes::TU_None;
+            let result = pg_sys::heap_update(
+                relation,
+                otid,
+                new,
+                cid,
+                snapshot,
+                false,
+                &mut failure,
+                &mut mode,
+                &mut update_indexes,
+            );
+            let entries = match update_indexes {
+                pg_sys::TU_UpdateIndexes::TU_None => IndexEntries::None,
+                pg_sys::TU_UpdateIndexes::TU_Summarizing => IndexEntries::Summarizing,
+                _ => IndexEntries::All,
+            };
+            (result, entries)
+        }
+    }
+}
+
+/// Whether an open index is a summarizing one (BRIN): `amsummarizing` came with PostgreSQL 16.
+///
+/// # Safety
+/// `index` must be open.
+pub unsafe fn summarizing(index: pg_sys::Relation) -> bool {
+    #[cfg(feature = "pg15")]
+    return {
+        let _ = index;
+        false
+    };
+    #[cfg(not(feature = "pg15"))]
+    return unsafe { (*(*index).rd_indam).amsummarizing };
+}

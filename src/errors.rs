@@ -547,7 +547,7 @@ pub fn warn_not_held(key: LockKey, held_by_transaction: bool) {
 /// draws a token (25000): only a wrapper labelled PARALLEL SAFE gets a fenced_lock function
 /// there, and a worker's locks are not the session's.
 pub fn refuse_in_parallel_mode(function: &str) {
-    if unsafe { pg_sys::IsInParallelMode() } {
+    if crate::unguarded::in_parallel_mode() {
         FencedError::ParallelMode {
             function: function.to_string(),
         }

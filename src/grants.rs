@@ -62,7 +62,7 @@ pub fn remember(key: LockKey, label: Option<&str>, owner: Option<&str>, token: i
     }
     GRANTS.with_borrow_mut(|grants| match scope {
         Scope::Transaction => {
-            let subxact = unsafe { pg_sys::GetCurrentSubTransactionId() };
+            let subxact = crate::unguarded::current_subtransaction();
             let grant = TransactionGrant {
                 token,
                 subxact,

@@ -11,13 +11,15 @@
 //! renews or releases). A waiting acquire sleeps on a
 //! condition variable that releases broadcast (when preloaded), or until the holder's expiry.
 
+use crate::compat::{self, IndexEntries};
 use crate::errors::{refuse_in_parallel_mode, FencedError, OrRaise};
 use crate::locking::key_forms;
 use crate::shmem::Part;
 use crate::types::{required, LockKey};
+use crate::unguarded;
 use crate::{extension, settings, tokens};
 use pgrx::datum::{Interval, TimestampWithTimeZone};
-use pgrx::pg_sys;
+use pgrx::pg_sys::{self, TM_Result};
 use pgrx::prelude::*;
 
 const LEASE_TABLE: &std::ffi::CStr = c"fenced_lease_state";
@@ -191,7 +193,7 @@ fn with_lease_table<R>(
             key_index,
             columns: shape.columns,
         };
-        let result = work(&lease, pg_sys::GetUserId());
+        let result = work(&lease, unguarded::current_role());
         pg_sys::CatalogCloseIndexes(indexes);
         pg_sys::relation_close(heap, pg_sys::NoLock as _);
         result
@@ -257,29 +259,28 @@ fn attempt(
         changes
     };
     loop {
-        let now = unsafe { pg_sys::GetCurrentTimestamp() };
+        let now = unguarded::now();
         let this_owners =
             |row: &LeaseRow| row.owner.as_deref() == Some(owner) && row.held_for(role);
-        // Free, expired, or this owner's: locked as seen, so that a look that changes nothing
-        // never stands in the holder's way.
-        let takeable = |row: &LeaseRow| {
-            row.owner.is_none() || this_owners(row) || row.available_at.is_some_and(|at| at <= now)
-        };
-        match lock_found(lease, function, keyed.key, takeable) {
+        let granted = |row: &LeaseRow| {
             // Still held by this owner: the same token, the TTL extended.
-            Found::Locked(row, locked)
-                if this_owners(&row) && row.expires_at.is_some_and(|at| at > now) =>
-            {
-                update_row(lease, locked, &renewal(columns, ttl, delay).0);
-                return Seen::Granted(row.token);
+            if this_owners(row) && row.expires_at.is_some_and(|at| at > now) {
+                return Some((renewal(columns, ttl, delay).0, row.token));
             }
-            // Free, expired, or this owner's after expiry: drawn under the row lock, after
-            // every token of earlier holders, the token of a new grant.
-            Found::Locked(_, locked) => {
+            // Free, expired, or this owner's after expiry: a new grant. Its token is drawn
+            // after the look, which saw the last holder's write committed, so it is above every
+            // earlier holder's; a write that then finds the row busy leaves it unused, as a
+            // rolled-back grant does.
+            let takeable = row.owner.is_none()
+                || this_owners(row)
+                || row.available_at.is_some_and(|at| at <= now);
+            takeable.then(|| {
                 let token = tokens::next_token(fcinfo);
-                update_row(lease, locked, &new_holder(token));
-                return Seen::Granted(token);
-            }
+                (new_holder(token), token)
+            })
+        };
+        match write_found(lease, function, keyed.key, granted) {
+            Found::Written(token) => return Seen::Granted(token),
             // Held by another owner (until its expiry and lock-delay). Only a waiting acquire
             // needs to know until when (0 or less: look again soon).
             Found::Refused(row) => {
@@ -334,7 +335,7 @@ fn renewal(
     ttl: Option<pg_sys::Datum>,
     delay: Option<pg_sys::Datum>,
 ) -> (Vec<Change>, pg_sys::TimestampTz) {
-    let now = unsafe { pg_sys::GetCurrentTimestamp() };
+    let now = unguarded::now();
     let expires_at = plus_interval(now, ttl.expect("a TTL"));
     let mut changes = vec![
         (columns.renewed_at, now.into_datum()),
@@ -369,12 +370,25 @@ fn insert_row(lease: &LeaseTable, changes: &[Change]) {
             nulls[index] = value.is_none();
         }
         let row = pg_sys::heap_form_tuple(descriptor, values.as_mut_ptr(), nulls.as_mut_ptr());
-        pg_sys::CatalogTupleInsertWithInfo(lease.heap, row, lease.indexes);
+        pg_sys::simple_heap_insert(lease.heap, row);
+        insert_index_entries(lease, row, IndexEntries::All);
     }
 }
 
-/// Writes `changes` into the row `locked` (locked by this transaction with `lock_row`).
-fn update_row(lease: &LeaseTable, locked: pg_sys::HeapTuple, changes: &[Change]) {
+/// What `update_row` found at the version it was given.
+enum RowWrite {
+    Written,
+    /// Another open transaction has locked or is changing the row.
+    Busy,
+    /// The row was changed or deleted by a transaction that committed after the look's
+    /// snapshot.
+    Changed,
+}
+
+/// Writes `changes` into `row`, the version its look saw, and only that version, without
+/// waiting: a newer version (a takeover committed meanwhile) is not followed, and nothing is
+/// locked unless written.
+fn update_row(lease: &LeaseTable, row: &LeaseRow, changes: &[Change]) -> RowWrite {
     refuse_unmaintainable(lease);
     unsafe {
         let mut columns: Vec<i32> = changes.iter().map(|&(column, _)| column.into()).collect();
@@ -382,16 +396,82 @@ fn update_row(lease: &LeaseTable, locked: pg_sys::HeapTuple, changes: &[Change])
             .map(|&(_, value)| value.unwrap_or(pg_sys::Datum::from(0)))
             .collect();
         let mut nulls: Vec<bool> = changes.iter().map(|(_, value)| value.is_none()).collect();
-        let row = pg_sys::heap_modify_tuple_by_cols(
-            locked,
+        let new = pg_sys::heap_modify_tuple_by_cols(
+            row.tuple,
             (*lease.heap).rd_att,
             changes.len() as _,
             columns.as_mut_ptr(),
             values.as_mut_ptr(),
             nulls.as_mut_ptr(),
         );
-        let otid = &raw mut (*locked).t_self;
-        pg_sys::CatalogTupleUpdateWithInfo(lease.heap, otid, row, lease.indexes);
+        let mut at = row.ctid;
+        match compat::heap_update_no_wait(lease.heap, &mut at, new) {
+            (TM_Result::TM_Ok, entries) => {
+                insert_index_entries(lease, new, entries);
+                RowWrite::Written
+            }
+            (TM_Result::TM_BeingModified | TM_Result::TM_WouldBlock, _) => RowWrite::Busy,
+            _ => RowWrite::Changed,
+        }
+    }
+}
+
+/// Adds `tuple`, just written to the heap, to the table's indexes that `entries` names, as
+/// PostgreSQL adds a catalog row to its catalog's indexes (CatalogIndexInsert): a unique index
+/// checks uniqueness.
+///
+/// # Safety
+/// `tuple` must be a row version of the lease table, written by this transaction.
+unsafe fn insert_index_entries(
+    lease: &LeaseTable,
+    tuple: pg_sys::HeapTuple,
+    entries: IndexEntries,
+) {
+    if entries == IndexEntries::None {
+        return;
+    }
+    unsafe {
+        let indexes = lease.indexes;
+        let slot = pg_sys::MakeSingleTupleTableSlot(
+            (*lease.heap).rd_att,
+            &raw const pg_sys::TTSOpsHeapTuple,
+        );
+        pg_sys::ExecStoreHeapTuple(tuple, slot, false);
+        for i in 0..(*indexes).ri_NumIndices as usize {
+            let (index, info) = (
+                *(*indexes).ri_IndexRelationDescs.add(i),
+                *(*indexes).ri_IndexRelationInfo.add(i),
+            );
+            if !(*info).ii_ReadyForInserts
+                || (entries == IndexEntries::Summarizing && !compat::summarizing(index))
+            {
+                continue;
+            }
+            let mut values = [pg_sys::Datum::from(0); pg_sys::INDEX_MAX_KEYS as usize];
+            let mut nulls = [false; pg_sys::INDEX_MAX_KEYS as usize];
+            pg_sys::FormIndexDatum(
+                info,
+                slot,
+                std::ptr::null_mut(),
+                values.as_mut_ptr(),
+                nulls.as_mut_ptr(),
+            );
+            let check = match (*(*index).rd_index).indisunique {
+                true => pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES,
+                false => pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO,
+            };
+            pg_sys::index_insert(
+                index,
+                values.as_mut_ptr(),
+                nulls.as_mut_ptr(),
+                &raw mut (*tuple).t_self,
+                lease.heap,
+                check,
+                false,
+                info,
+            );
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
     }
 }
 
@@ -465,6 +545,8 @@ impl Columns {
 /// A lease's row, as a statement run now would see it.
 struct LeaseRow {
     ctid: pg_sys::ItemPointerData,
+    /// A copy of the row version, for `update_row`.
+    tuple: pg_sys::HeapTuple,
     owner: Option<String>,
     /// The role that took it (InvalidOid for none).
     holder: pg_sys::Oid,
@@ -499,6 +581,7 @@ impl LeaseRow {
             };
             LeaseRow {
                 ctid: (*tuple).t_self,
+                tuple: pg_sys::heap_copytuple(tuple),
                 owner: column(columns.owner).and_then(|owner| String::from_datum(owner, false)),
                 holder: column(columns.holder).map_or(pg_sys::InvalidOid, |holder| {
                     pg_sys::Oid::from(holder.value() as u32)
@@ -602,109 +685,61 @@ unsafe fn scan_key<R>(
     }
 }
 
-/// Locks the row of the lease on `key` held with `token` by `role` (or a role it is a member
-/// of) as `lock_row` does: the locked row, or None when no lease is held with that token.
-/// Never waits (55P03: the caller must hear that it could not look), and never locks a row it
-/// does not then write: a row that fails a recheck after a concurrent takeover would stay
-/// locked, as `FOR UPDATE` in a statement would leave it, and the new holder could not renew.
-fn lock_held(
+/// Writes what `change` gives to the row of the lease on `key` held with `token` by `role`
+/// (or a role it is a member of), as `write_found` does: what `change` returned with its
+/// changes, or None when no lease is held with that token. Never waits (55P03: the caller must
+/// hear that it could not write).
+fn write_held<T>(
     lease: &LeaseTable,
     function: &'static str,
-    key: LockKey,
-    token: i64,
-    role: pg_sys::Oid,
-) -> Option<pg_sys::HeapTuple> {
+    (key, token, role): (LockKey, i64, pg_sys::Oid),
+    mut change: impl FnMut() -> (Vec<Change>, T),
+) -> Option<T> {
     let held = |row: &LeaseRow| row.token == token && row.owner.is_some() && row.held_for(role);
-    match lock_found(lease, function, key, held) {
-        Found::Locked(_, locked) => Some(locked),
+    match write_found(lease, function, key, |row| held(row).then(&mut change)) {
+        Found::Written(result) => Some(result),
         Found::Busy => FencedError::LeaseRowBusy { function, key }.raise(),
         Found::Absent | Found::Refused(_) => None,
     }
 }
 
-/// What `lock_found` found.
-enum Found {
+/// What `write_found` found and did.
+enum Found<T> {
     /// The key has no row.
     Absent,
-    /// A row `wanted` refused, unlocked.
+    /// A row `change` left as it was.
     Refused(LeaseRow),
-    /// A row `wanted` accepted, locked by another open transaction.
+    /// A row `change` would write, which another open transaction has locked or is changing.
     Busy,
-    /// A row `wanted` accepted, locked by this transaction as it was seen (a copy of the
-    /// locked version, to write).
-    Locked(LeaseRow, pg_sys::HeapTuple),
+    /// A row written: what `change` returned with its changes.
+    Written(T),
 }
 
-/// The row of the lease on `key`, locked (`lock_row`) only when `wanted` accepts it as seen, so
-/// that a caller that only looks never stands in the holder's way. A row changed after the
-/// look's snapshot is looked at again with a newer one, unless the transaction reads one
-/// snapshot throughout: then 40001 (a look again would see the same row).
-fn lock_found(
+/// Finds the row of the lease on `key` and writes what `change` makes of it as seen
+/// (`update_row`: that version only, without waiting), so that a caller that only looks never
+/// stands in the holder's way. A row changed after the look's snapshot is looked at again with
+/// a newer one, unless the transaction reads one snapshot throughout: then 40001 (a look again
+/// would see the same row).
+fn write_found<T>(
     lease: &LeaseTable,
     function: &'static str,
     key: LockKey,
-    wanted: impl Fn(&LeaseRow) -> bool,
-) -> Found {
+    mut change: impl FnMut(&LeaseRow) -> Option<(Vec<Change>, T)>,
+) -> Found<T> {
     loop {
         let Some(row) = find(lease, key) else {
             return Found::Absent;
         };
-        if !wanted(&row) {
+        let Some((changes, result)) = change(&row) else {
             return Found::Refused(row);
-        }
-        match lock_row(lease.heap, row.ctid) {
-            RowLock::Locked(locked) => return Found::Locked(row, locked),
-            RowLock::Busy => return Found::Busy,
-            RowLock::Changed if transaction_snapshot() => {
+        };
+        match update_row(lease, &row, &changes) {
+            RowWrite::Written => return Found::Written(result),
+            RowWrite::Busy => return Found::Busy,
+            RowWrite::Changed if transaction_snapshot() => {
                 FencedError::LeaseChangedAfterSnapshot { function, key }.raise()
             }
-            RowLock::Changed => continue,
-        }
-    }
-}
-
-/// What `lock_row` found.
-enum RowLock {
-    /// The row is locked by this transaction, as its statement saw it: a copy of it.
-    Locked(pg_sys::HeapTuple),
-    /// Another open transaction has locked or is changing the row.
-    Busy,
-    /// The row was changed or deleted by a transaction that committed after the statement's
-    /// snapshot.
-    Changed,
-}
-
-/// Locks the row version at `ctid` FOR UPDATE without waiting, and only that version.
-/// `FOR UPDATE SKIP LOCKED` in the statement would lock the newer version when a takeover
-/// committed meanwhile, and keep it locked even after that version fails the
-/// recheck (PostgreSQL's rule): a caller that only looked would then hold the new holder's
-/// row until its transaction ended, and the holder's release would fail with 55P03.
-fn lock_row(table: pg_sys::Relation, ctid: pg_sys::ItemPointerData) -> RowLock {
-    use pg_sys::TM_Result;
-    unsafe {
-        let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
-        tuple.t_self = ctid;
-        let mut buffer: pg_sys::Buffer = pg_sys::InvalidBuffer as _;
-        let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
-        let result = pg_sys::heap_lock_tuple(
-            table,
-            &mut tuple,
-            pg_sys::GetCurrentCommandId(true),
-            pg_sys::LockTupleMode::LockTupleExclusive,
-            pg_sys::LockWaitPolicy::LockWaitSkip,
-            false,
-            &mut buffer,
-            &mut failure,
-        );
-        // Copied while its buffer is pinned.
-        let locked = (result == TM_Result::TM_Ok).then(|| pg_sys::heap_copytuple(&mut tuple));
-        if buffer != pg_sys::InvalidBuffer as pg_sys::Buffer {
-            pg_sys::ReleaseBuffer(buffer);
-        }
-        match (result, locked) {
-            (_, Some(locked)) => RowLock::Locked(locked),
-            (TM_Result::TM_WouldBlock | TM_Result::TM_BeingModified, _) => RowLock::Busy,
-            _ => RowLock::Changed,
+            RowWrite::Changed => continue,
         }
     }
 }
@@ -746,7 +781,7 @@ thread_local! {
 
 /// Deletes the released and long-expired (RETENTION_US) leases on the next SWEEP_PAGES pages
 /// of the table, at this backend's first first lease and every SWEEP_EVERY-th after it,
-/// skipping rows that other transactions have locked or changed (`lock_row`). First leases
+/// skipping rows that other transactions have locked or changed. First leases
 /// sweep more than they add, so dead rows cannot pile up, and no background worker is needed.
 fn sweep_now_and_then(lease: &LeaseTable) {
     let (next_page, since_sweep) = NEXT_SWEEP.get();
@@ -765,7 +800,7 @@ fn sweep_now_and_then(lease: &LeaseTable) {
         false => 0,
     };
     NEXT_SWEEP.set((Some(start + SWEEP_PAGES), 1));
-    let retired_before = unsafe { pg_sys::GetCurrentTimestamp() } - RETENTION_US;
+    let retired_before = unguarded::now() - RETENTION_US;
     let retired = |row: &LeaseRow| {
         row.owner.is_none() || row.available_at.is_some_and(|at| at < retired_before)
     };
@@ -795,9 +830,13 @@ fn sweep_now_and_then(lease: &LeaseTable) {
         pg_sys::heap_endscan(scan);
         rows
     });
+    // Each as seen, without waiting: a row another transaction locked or changed is skipped.
     for mut row in rows {
-        if let RowLock::Locked(_) = lock_row(heap, row) {
-            unsafe { pg_sys::simple_heap_delete(heap, &mut row) };
+        unsafe {
+            let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
+            let cid = pg_sys::GetCurrentCommandId(true);
+            let snapshot = std::ptr::null_mut();
+            pg_sys::heap_delete(heap, &mut row, cid, snapshot, false, &mut failure, false);
         }
     }
 }
@@ -828,7 +867,7 @@ fn acquire(
     crate::locking::refuse_on_hot_standby();
     refuse_read_only(function);
     refuse_in_parallel_mode(function);
-    let now = || unsafe { pg_sys::GetCurrentTimestamp() };
+    let now = unguarded::now;
     let deadline =
         wait.map(|wait| now().saturating_add(wait.as_micros().clamp(0, i64::MAX as i128) as i64));
     let channel = wakeup_channel(keyed.key);
@@ -946,10 +985,11 @@ key_forms! {
         refuse_read_only(function);
         refuse_in_parallel_mode(function);
         with_lease_table(fcinfo, |lease, role| {
-            let locked = lock_held(lease, function, keyed.key, token, role)?;
             let (ttl, delay) = (ttl.into_datum(), lock_delay().into_datum());
-            let (changes, expires_at) = renewal(&lease.columns, ttl, delay);
-            update_row(lease, locked, &changes);
+            let held = (keyed.key, token, role);
+            let expires_at = write_held(lease, function, held, || {
+                renewal(&lease.columns, ttl, delay)
+            })?;
             unsafe { TimestampWithTimeZone::from_datum(expires_at.into(), false) }
         })
     },
@@ -968,10 +1008,11 @@ key_forms! {
         refuse_read_only(function);
         refuse_in_parallel_mode(function);
         let released = with_lease_table(fcinfo, |lease, role| {
-            let locked = lock_held(lease, function, keyed.key, token, role);
             let columns = &lease.columns;
             let released = [columns.owner, columns.holder, columns.renewed_at, columns.expires_at];
-            locked.map(|locked| update_row(lease, locked, &released.map(|column| (column, None))))
+            write_held(lease, function, (keyed.key, token, role), || {
+                (released.map(|column| (column, None)).to_vec(), ())
+            })
         })
         .is_some();
         if released {

@@ -4,6 +4,8 @@
 //!
 //! Modules, each depending only on those listed before it (no import cycle):
 //! - `types`: the key, the scope, argument checks; imports nothing from the crate.
+//! - `unguarded`: PostgreSQL's read-only leaf functions bound without pgrx's per-call guard,
+//!   and one guard for a group of calls; imports nothing from the crate.
 //! - `compat`: the differences between PostgreSQL 15, 16 and 18.
 //! - `settings`: the GUCs, behind typed accessors.
 //! - `errors`: every failure and its SQLSTATE, message, DETAIL and HINT; raw errors for codes
@@ -54,6 +56,7 @@ mod shmem;
 mod spi;
 mod tokens;
 mod types;
+mod unguarded;
 
 ::pgrx::pg_module_magic!(name, version);
 

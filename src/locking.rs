@@ -8,6 +8,7 @@ use crate::errors::{outside_transaction_block, refuse_in_parallel_mode, FencedEr
 use crate::grants;
 use crate::settings::{self, OutsideTransaction};
 use crate::types::{required, LockKey, Scope};
+use crate::unguarded;
 use crate::{namespaces, tokens};
 use pgrx::datum::Interval;
 use pgrx::pg_sys;
@@ -140,7 +141,7 @@ impl<'a> Grant<'a> {
 /// A hot standby hands out no grant (25006): its advisory locks do not exclude the primary's
 /// holders, and it cannot draw tokens.
 pub(crate) fn refuse_on_hot_standby() {
-    if unsafe { pg_sys::RecoveryInProgress() } {
+    if unguarded::recovery_in_progress() {
         FencedError::HotStandby.raise();
     }
 }
@@ -149,7 +150,7 @@ pub(crate) fn refuse_on_hot_standby() {
 /// 25P01 (or, with fenced_lock.outside_transaction = warning, a WARNING once per
 /// transaction). An implicit block (several statements in one simple query) counts as a block.
 pub(crate) fn refuse_outside_transaction_block(function: &'static str, key: LockKey) {
-    if unsafe { pg_sys::IsTransactionBlock() } {
+    if unguarded::in_transaction_block() {
         return;
     }
     match settings::outside_transaction() {

@@ -236,7 +236,7 @@ pub fn publish(
         ns: key.ns,
         id: key.id,
         token,
-        acquired_at: unsafe { pg_sys::GetCurrentTimestamp() },
+        acquired_at: crate::unguarded::now(),
         session: scope == Scope::Session,
         live: true,
         label: ShortText::new(label),

@@ -20,7 +20,7 @@
 
 use crate::allocator::{self, Reserved};
 use crate::errors::{refuse_in_parallel_mode, FencedError};
-use crate::{extension, settings};
+use crate::{extension, settings, unguarded};
 use pgrx::pg_sys;
 use std::cell::Cell;
 
@@ -35,6 +35,15 @@ unsafe extern "C-unwind" {
     // The C entry of setval(regclass, bigint), for DirectFunctionCall (pgrx binds a Rust
     // wrapper under this name).
     fn setval_oid(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
+    // Bound by pgrx with a guard each; `sequence_page_lsn` calls them under one.
+    fn ReadRecentBuffer(
+        storage: crate::compat::Storage,
+        fork: pg_sys::ForkNumber::Type,
+        block: pg_sys::BlockNumber,
+        buffer: pg_sys::Buffer,
+    ) -> bool;
+    fn BufferGetLSNAtomic(buffer: pg_sys::Buffer) -> pg_sys::XLogRecPtr;
+    fn ReleaseBuffer(buffer: pg_sys::Buffer);
 }
 
 /// An entry of a timeline's history (access/timeline.h).
@@ -50,14 +59,16 @@ struct TimeLineHistoryEntry {
 pub fn next_token(fcinfo: pg_sys::FunctionCallInfo) -> i64 {
     // The net under every caller's own check (errors::refuse_in_parallel_mode): nextval
     // refuses in parallel mode, but a block's counter would not.
-    if unsafe { pg_sys::IsInParallelMode() } {
+    if unguarded::in_parallel_mode() {
         let name = unsafe { pg_sys::get_func_name((*(*fcinfo).flinfo).fn_oid) };
         refuse_in_parallel_mode(&unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy());
     }
     let sequence = extension::objects(fcinfo).token_sequence;
     // A token is a write to the sequence, whether or not this one comes from a block:
     // PostgreSQL's own 25006 in a read-only transaction, as nextval raises it.
-    unsafe { pg_sys::PreventCommandIfReadOnly(c"nextval()".as_ptr()) };
+    if unsafe { pg_sys::XactReadOnly } {
+        unsafe { pg_sys::PreventCommandIfReadOnly(c"nextval()".as_ptr()) };
+    }
     if let Some(token) = allocator::take(sequence, &TokenSequence(sequence)) {
         return token;
     }
@@ -266,12 +277,17 @@ fn timeline_start() -> pg_sys::XLogRecPtr {
 /// (their tag no longer matches), and the page is then looked up as nextval does.
 fn sequence_page_lsn(sequence: pg_sys::Oid) -> pg_sys::XLogRecPtr {
     if let Some((cached, storage, buffer)) = SEQUENCE_PAGE.get() {
-        if cached == sequence
-            && unsafe {
-                pg_sys::ReadRecentBuffer(storage, pg_sys::ForkNumber::MAIN_FORKNUM, 0, buffer)
-            }
-        {
-            return unsafe { pinned_page_lsn(buffer) };
+        let recent = (cached == sequence).then(|| unsafe {
+            unguarded::guarded(|| {
+                ReadRecentBuffer(storage, pg_sys::ForkNumber::MAIN_FORKNUM, 0, buffer).then(|| {
+                    let lsn = BufferGetLSNAtomic(buffer);
+                    ReleaseBuffer(buffer);
+                    lsn
+                })
+            })
+        });
+        if let Some(Some(lsn)) = recent {
+            return lsn;
         }
     }
     unsafe {
