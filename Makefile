@@ -30,7 +30,7 @@ export PGRX_HOME := $(CURDIR)/build/pgrx-home
 # What `make psql` and `make stop` need to reach the server `make run` started.
 MAKE_ARGS := $(if $(filter 15,$(PG)),,PG=$(PG)) $(if $(filter 54315,$(PORT)),,PORT=$(PORT))
 
-.PHONY: all build-setup setup install run demo psql stop test lint unit sql-tests faults bench \
+.PHONY: all build-setup setup install run demo psql stop test lint unit sql-tests faults bench profile \
 	ha compare package dist clean
 
 # `make` builds the release library and scripts for PG_CONFIG (or PG) without installing them:
@@ -114,6 +114,11 @@ faults: install
 
 bench: install
 	scripts/bench.sh
+
+# Instructions per transaction of the bench workloads, counted by callgrind in the backend
+# (repeatable on a busy machine); its files stay in build/profile for callgrind_annotate.
+profile: install
+	scripts/profile.sh
 
 # fenced_lock under Patroni + etcd (ha/): both modes and the control; QUICK=1 is the short form
 # that `make test` runs.
