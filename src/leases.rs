@@ -230,18 +230,28 @@ enum Seen {
     Held { expires_in_us: i64 },
 }
 
-/// One attempt: the lease if it is free, expired, or held by `owner` (and the caller's role).
-#[allow(clippy::too_many_arguments)]
-fn attempt(
-    lease: &LeaseTable,
+/// An acquire as its SQL function was called, its arguments checked.
+struct Acquire<'a> {
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
-    role: pg_sys::Oid,
-    keyed: &crate::locking::Keyed,
-    owner: &str,
+    keyed: crate::locking::Keyed,
+    owner: &'a str,
     ttl: Interval,
+    /// Whether the acquire waits (then it needs to know until when a lease is held).
     waiting: bool,
-) -> Seen {
+}
+
+/// One attempt: the lease if it is free, expired, or held by the acquire's owner (and the
+/// caller's role, `role`).
+fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid) -> Seen {
+    let Acquire {
+        fcinfo,
+        function,
+        ref keyed,
+        owner,
+        ttl,
+        waiting,
+    } = *acquire;
     let columns = &lease.columns;
     let (ttl, delay) = (ttl.into_datum(), lock_delay().into_datum());
     // The columns a new holder writes, the key's own aside.
@@ -871,24 +881,21 @@ fn acquire(
     let deadline =
         wait.map(|wait| now().saturating_add(wait.as_micros().clamp(0, i64::MAX as i128) as i64));
     let channel = wakeup_channel(keyed.key);
+    let call = Acquire {
+        fcinfo,
+        function,
+        keyed,
+        owner,
+        ttl,
+        waiting: deadline.is_some(),
+    };
     loop {
         // Prepared before looking, so a release between the look and the sleep still wakes
         // this backend.
         if let (Some(channel), Some(_)) = (channel, deadline) {
             unsafe { pg_sys::ConditionVariablePrepareToSleep(channel) };
         }
-        let seen = with_lease_table(fcinfo, |lease, role| {
-            attempt(
-                lease,
-                fcinfo,
-                function,
-                role,
-                &keyed,
-                owner,
-                ttl,
-                deadline.is_some(),
-            )
-        });
+        let seen = with_lease_table(fcinfo, |lease, role| attempt(lease, &call, role));
         let expires_in_us = match seen {
             Seen::Granted(token) => {
                 if channel.is_some() && deadline.is_some() {
