@@ -35,8 +35,10 @@ cleanup
 rm -rf "$ROOT"
 mkdir -p "$ROOT"
 # A small lock table, so the exhaustion test fills it quickly. A standby needs the same
-# values (or larger) to replay the primary's WAL.
-SETTINGS=(-c max_locks_per_transaction=32 -c max_connections=30 -c max_prepared_transactions=2)
+# values (or larger) to replay the primary's WAL. Logical decoding: the driver suite's lease
+# stress reads every committed change of the lease table from a test_decoding slot.
+SETTINGS=(-c max_locks_per_transaction=32 -c max_connections=30 -c max_prepared_transactions=2
+    -c wal_level=logical)
 # The primary preloads fenced_lock (grants table, 64 entries so the overflow case is cheap to
 # reach); the standby does not, which the standby suite uses to check the fallback. The
 # primary runs with RUST_BACKTRACE=1 in its environment: no error of fenced_lock may carry a

@@ -1,7 +1,8 @@
 """Leases through PgBouncer in transaction mode: 4 clients x 200 lease cycles on 3 keys, with
 psycopg. Every seventh cycle a client "dies" holding its lease (no release), so the next owner
-takes over after the TTL. A trigger (set up here, test-only) logs every change of the lease
-table; the check reads that history:
+takes over after the TTL. Logical decoding (a test_decoding slot, created here) records every
+committed change of the lease table, with its transaction's commit time; the check reads that
+history (a trigger cannot: the lease functions write the table directly and refuse one):
 
 - at no instant do two owners hold one key: each holding starts after the previous one ended
   (its release, or its expiry as last renewed);
@@ -16,6 +17,7 @@ Prints "psycopg pooled lease_stress: ok" or "... FAILED: why".
 import datetime
 import os
 import random
+import re
 import sys
 import threading
 import time
@@ -29,22 +31,11 @@ POOLED = dict(DIRECT, host=os.environ["DRIVERS_POOLED_HOST"],
 NS, KEYS, CLIENTS, CYCLES = 4204, 3, 4, 200
 TTL = datetime.timedelta(milliseconds=150)
 
+SLOT = "lease_stress_history"
+
 with psycopg.connect(**DIRECT) as setup:
-    setup.execute("""
-        CREATE TABLE lease_history (
-            seq bigserial, ns int, id int, owner text, token bigint,
-            acquired_at timestamptz, expires_at timestamptz,
-            changed_at timestamptz DEFAULT clock_timestamp());
-        CREATE TABLE lease_writes (id int, owner text, token bigint);
-        CREATE FUNCTION log_lease() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            INSERT INTO public.lease_history (ns, id, owner, token, acquired_at, expires_at)
-            VALUES (NEW.ns, NEW.id, NEW.owner, NEW.token, NEW.acquired_at, NEW.expires_at);
-            RETURN NULL;
-        END $$;
-        CREATE TRIGGER log_lease AFTER INSERT OR UPDATE ON fenced_lease_state
-            FOR EACH ROW EXECUTE FUNCTION log_lease();
-    """)
+    setup.execute("CREATE TABLE lease_writes (id int, owner text, token bigint)")
+    setup.execute("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (SLOT,))
 
 errors = []
 lost = []  # (key, token) whose release found the lease gone: expired, then taken over
@@ -96,13 +87,45 @@ for thread in threads:
 for thread in threads:
     thread.join()
 
+
+def timestamp(text):
+    """A timestamptz as test_decoding prints it ('2026-12-02 18:35:00.123456+00')."""
+    if re.search(r"[+-]\d\d$", text):
+        text += ":00"
+    return datetime.datetime.fromisoformat(text)
+
+
+def lease_history(changes):
+    """(id, owner, token, acquired_at, expires_at, changed_at) of every insert and update of
+    namespace NS's leases, in commit order; changed_at is the change's commit time."""
+    history, pending = [], []
+    field = re.compile(r"(\w+)\[[^\]]*\]:('(?:[^']|'')*'|\S+)")
+    for (line,) in changes:
+        committed = re.match(r"COMMIT \d+ \(at (.+)\)$", line)
+        if committed:
+            history.extend(change + (timestamp(committed.group(1)),) for change in pending)
+            pending = []
+            continue
+        written = re.match(r"table \S*fenced_lease_state: (INSERT|UPDATE): (.*)$", line)
+        if not written:
+            continue
+        row = {name: None if value == "null" else value.strip("'").replace("''", "'")
+               for name, value in field.findall(written.group(2))}
+        if int(row["ns"]) != NS:
+            continue
+        pending.append((int(row["id"]), row["owner"], int(row["token"]),
+                        row["acquired_at"] and timestamp(row["acquired_at"]),
+                        row["expires_at"] and timestamp(row["expires_at"])))
+    return history
+
+
 with psycopg.connect(**DIRECT) as check:
-    history = check.execute("""SELECT id, owner, token, acquired_at, expires_at, changed_at
-                                 FROM lease_history WHERE ns = %s ORDER BY seq""",
-                            (NS,)).fetchall()
+    history = lease_history(check.execute(
+        "SELECT data FROM pg_logical_slot_get_changes(%s, NULL, NULL, 'include-timestamp', 'on')",
+        (SLOT,)).fetchall())
     writes = check.execute("SELECT id, owner, token FROM lease_writes").fetchall()
-    check.execute("DROP TRIGGER log_lease ON fenced_lease_state")
-    check.execute("DROP FUNCTION log_lease(); DROP TABLE lease_history, lease_writes")
+    check.execute("SELECT pg_drop_replication_slot(%s)", (SLOT,))
+    check.execute("DROP TABLE lease_writes")
 
 holdings = 0
 held = set()  # (key, owner, token) of every holding
