@@ -162,6 +162,21 @@ struct LeaseTable {
     columns: Columns,
 }
 
+/// Each index of `indexes` (from CatalogOpenIndexes) with its IndexInfo.
+///
+/// # Safety
+/// `indexes` must be open.
+unsafe fn open_indexes(
+    indexes: pg_sys::CatalogIndexState,
+) -> impl Iterator<Item = (pg_sys::Relation, *mut pg_sys::IndexInfo)> {
+    (0..unsafe { (*indexes).ri_NumIndices } as usize).map(move |i| unsafe {
+        (
+            *(*indexes).ri_IndexRelationDescs.add(i),
+            *(*indexes).ri_IndexRelationInfo.add(i),
+        )
+    })
+}
+
 /// Runs `work` with the lease table and the caller's role. An ERROR's abort closes the table
 /// and its indexes.
 fn with_lease_table<R>(
@@ -183,8 +198,8 @@ fn with_lease_table<R>(
         // Opening the indexes asked the relation cache for the table's index list, which
         // names the primary key's index as it is now (REINDEX CONCURRENTLY gives it a new OID).
         let indexes = pg_sys::CatalogOpenIndexes(heap);
-        let key_index = (0..(*indexes).ri_NumIndices as usize)
-            .map(|i| *(*indexes).ri_IndexRelationDescs.add(i))
+        let key_index = open_indexes(indexes)
+            .map(|(index, _)| index)
             .find(|&index| (*index).rd_id == (*heap).rd_pkindex)
             .unwrap_or(std::ptr::null_mut());
         let lease = LeaseTable {
@@ -441,17 +456,12 @@ unsafe fn insert_index_entries(
         return;
     }
     unsafe {
-        let indexes = lease.indexes;
         let slot = pg_sys::MakeSingleTupleTableSlot(
             (*lease.heap).rd_att,
             &raw const pg_sys::TTSOpsHeapTuple,
         );
         pg_sys::ExecStoreHeapTuple(tuple, slot, false);
-        for i in 0..(*indexes).ri_NumIndices as usize {
-            let (index, info) = (
-                *(*indexes).ri_IndexRelationDescs.add(i),
-                *(*indexes).ri_IndexRelationInfo.add(i),
-            );
+        for (index, info) in open_indexes(lease.indexes) {
             if !(*info).ii_ReadyForInserts
                 || (entries == IndexEntries::Summarizing && !compat::summarizing(index))
             {
@@ -497,12 +507,7 @@ fn refuse_unmaintainable(lease: &LeaseTable) {
             }
             .raise();
         }
-        let indexes = lease.indexes;
-        for i in 0..(*indexes).ri_NumIndices as usize {
-            let (index, info) = (
-                *(*indexes).ri_IndexRelationDescs.add(i),
-                *(*indexes).ri_IndexRelationInfo.add(i),
-            );
+        for (index, info) in open_indexes(lease.indexes) {
             if !(*info).ii_Expressions.is_null()
                 || !(*info).ii_Predicate.is_null()
                 || !(*info).ii_ExclusionOps.is_null()

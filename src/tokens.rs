@@ -35,7 +35,8 @@ unsafe extern "C-unwind" {
     // The C entry of setval(regclass, bigint), for DirectFunctionCall (pgrx binds a Rust
     // wrapper under this name).
     fn setval_oid(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
-    // Bound by pgrx with a guard each; `sequence_page_lsn` calls them under one.
+    // Bound by pgrx with a guard each; `sequence_page_lsn` and `pinned_page_lsn` call them
+    // under one.
     fn ReadRecentBuffer(
         storage: crate::compat::Storage,
         fork: pg_sys::ForkNumber::Type,
@@ -279,11 +280,8 @@ fn sequence_page_lsn(sequence: pg_sys::Oid) -> pg_sys::XLogRecPtr {
     if let Some((cached, storage, buffer)) = SEQUENCE_PAGE.get() {
         let recent = (cached == sequence).then(|| unsafe {
             unguarded::guarded(|| {
-                ReadRecentBuffer(storage, pg_sys::ForkNumber::MAIN_FORKNUM, 0, buffer).then(|| {
-                    let lsn = BufferGetLSNAtomic(buffer);
-                    ReleaseBuffer(buffer);
-                    lsn
-                })
+                ReadRecentBuffer(storage, pg_sys::ForkNumber::MAIN_FORKNUM, 0, buffer)
+                    .then(|| pinned_page_lsn(buffer))
             })
         });
         if let Some(Some(lsn)) = recent {
@@ -299,7 +297,7 @@ fn sequence_page_lsn(sequence: pg_sys::Oid) -> pg_sys::XLogRecPtr {
             crate::compat::storage_of(relation),
             buffer,
         )));
-        let lsn = pinned_page_lsn(buffer);
+        let lsn = unguarded::guarded(|| pinned_page_lsn(buffer));
         pg_sys::relation_close(relation, pg_sys::NoLock as _);
         lsn
     }
@@ -314,11 +312,11 @@ thread_local! {
 /// The LSN of the page in `buffer`, which this backend pinned; releases the pin.
 ///
 /// # Safety
-/// `buffer` must be pinned by this backend.
+/// `buffer` must be pinned by this backend, and the call made under `unguarded::guarded`.
 unsafe fn pinned_page_lsn(buffer: pg_sys::Buffer) -> pg_sys::XLogRecPtr {
     unsafe {
-        let lsn = pg_sys::BufferGetLSNAtomic(buffer);
-        pg_sys::ReleaseBuffer(buffer);
+        let lsn = BufferGetLSNAtomic(buffer);
+        ReleaseBuffer(buffer);
         lsn
     }
 }
