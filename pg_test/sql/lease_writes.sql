@@ -59,12 +59,15 @@ CREATE FUNCTION lease_audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETUR
 CREATE TRIGGER lease_audit AFTER INSERT OR UPDATE ON fenced_lease_state
     FOR EACH ROW EXECUTE FUNCTION lease_audit();
 SELECT acquire_lease(7702, 2, 'refused', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
 DROP TRIGGER lease_audit ON fenced_lease_state;
 CREATE INDEX lease_by_lower_owner ON fenced_lease_state (lower(owner));
 SELECT acquire_lease(7702, 2, 'refused', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
 DROP INDEX lease_by_lower_owner;
 CREATE INDEX lease_open ON fenced_lease_state (expires_at) WHERE owner IS NOT NULL;
 SELECT acquire_lease(7702, 2, 'refused', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
 DROP INDEX lease_open;
 SELECT count(*) AS rows_written_while_refused FROM fenced_lease_state WHERE ns = 7702 AND id = 2;
 SELECT acquire_lease(7702, 2, 'accepted', '1 minute') IS NOT NULL AS taken_once_dropped;
