@@ -18,7 +18,7 @@ put() {
 }
 install -d "$lib" "$extension"
 put 755 "$stage$lib/fenced_lock.so" "$lib"
-for file in "$stage$extension"/fenced_lock* sql/fenced_lock--0.1.0.sql sql/fenced_lock--0.2.0.sql; do
+for file in "$stage$extension"/fenced_lock* $(scripts/released-scripts.sh); do
     put 644 "$file" "$extension"
 done
 echo "installed fenced_lock $(scripts/version.sh) into $lib and $extension"

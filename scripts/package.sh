@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make package`: one Debian package per PostgreSQL major, laid out as Debian's PostgreSQL
-# packages are (postgresql-15-fenced-lock_0.3.0-1_amd64.deb: the library under
+# packages are (postgresql-15-fenced-lock_0.4.0-1_amd64.deb: the library under
 # /usr/lib/postgresql/15/lib, the control file and every release's install and upgrade scripts
 # under /usr/share/postgresql/15/extension, the README, CHANGELOG and licence under
 # /usr/share/doc), depending on that major's server package. Built by `cargo pgrx package`
@@ -43,7 +43,7 @@ for pg_config in "$@"; do
     install -m 644 "$work/pgrx$("$pg_config" --sharedir)"/extension/fenced_lock* "$extension/"
     # The install scripts of earlier releases, as shipped: a database of any release can be
     # created and upgraded.
-    install -m 644 sql/fenced_lock--0.1.0.sql sql/fenced_lock--0.2.0.sql "$extension/"
+    install -m 644 $(scripts/released-scripts.sh) "$extension/"
     install -m 644 README.md CHANGELOG.md "$doc/"
     install -m 644 LICENSE "$doc/copyright"
     # The newest glibc symbol version the library needs.

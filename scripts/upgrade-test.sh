@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The upgrade chain, against the running test server whose socket directory is $1: from 0.1.0
-# and from 0.2.0 (each release's install script as shipped, sql/fenced_lock--X.sql), use it,
+# The upgrade chain, against the running test server whose socket directory is $1: from 0.1.0,
+# 0.2.0 and 0.3.0 (each release's install script as shipped, sql/fenced_lock--X.sql), use it,
 # change privileges as a DBA would, ALTER EXTENSION UPDATE, then: the extension's catalog and
 # privileges equal a fresh install's given the same changes, the data and the token position
 # survived, and the pg_regress suite passes on the upgraded database.
@@ -88,7 +88,7 @@ sql postgres -c "DO \$\$ BEGIN CREATE ROLE upgrade_auditor; EXCEPTION WHEN dupli
 
 # From each earlier release: create it (its install script as shipped), use it, change its
 # privileges, ALTER EXTENSION UPDATE, then compare with a fresh install given the same changes.
-for from in 0.1.0 0.2.0; do
+for from in 0.1.0 0.2.0 0.3.0; do
     upgraded=fenced_lock_upgraded_${from//./_} fresh=fenced_lock_fresh_${from//./_}
     sql postgres -c "DROP DATABASE IF EXISTS $upgraded" -c "DROP DATABASE IF EXISTS $fresh" \
         -c "CREATE DATABASE $upgraded" -c "CREATE DATABASE $fresh"
@@ -111,7 +111,8 @@ for from in 0.1.0 0.2.0; do
     sql "$fresh" -c "CREATE EXTENSION fenced_lock"
     privileges "$fresh" REVOKE ALL FROM PUBLIC "${common_revoked[@]}"
     privileges "$fresh" GRANT "" TO upgrade_auditor "${common_granted[@]}"
-    privileges "$fresh" REVOKE ALL FROM PUBLIC "${derived_revoked[@]}"
+    # 0.3.0 has those forms itself, with the privileges they were created with.
+    [ "$from" = 0.3.0 ] || privileges "$fresh" REVOKE ALL FROM PUBLIC "${derived_revoked[@]}"
     if [ "$from" = 0.1.0 ]; then
         privileges "$fresh" REVOKE ALL FROM PUBLIC "${derived_revoked_010[@]}"
         privileges "$fresh" GRANT "" TO upgrade_auditor "${derived_granted_010[@]}"

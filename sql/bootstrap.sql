@@ -18,17 +18,60 @@ COMMENT ON SEQUENCE fencing_token_seq IS
     'fenced_lock: source of fencing tokens. Only the extension owner may read or move it; '
     'acquire_fenced draws from it for every role.';
 
--- Tokens start at the clock: microseconds since 2000-01-01 (about 8.5e14 in 2026, far below
--- 2^53, so they stay exact in JavaScript for two centuries). A re-created extension, a
--- schema restored without the sequence's data or a new cluster so starts above every token an
--- earlier installation issued, as long as that one drew fewer tokens than microseconds went
--- by (failover skips count: 10^9 is 1,000 seconds).
-SELECT pg_catalog.setval('fencing_token_seq',
+-- Tokens start above the clock: microseconds since 2000-01-01 (about 8.5e14 in 2026, far
+-- below 2^53, so they stay exact in JavaScript for two centuries), and above the last token an
+-- earlier installation in this database issued, which its DROP EXTENSION kept as the
+-- database's fenced_lock.token_floor (fenced_lock_keep_token_floor below): a re-created
+-- extension starts above every token the dropped one issued even if the clock was wrong
+-- (fast then, or set back since). A new cluster, or a schema restored without the sequence's
+-- data, has only the clock. Never below 1, whatever the clock says.
+SELECT pg_catalog.setval('fencing_token_seq', GREATEST(
+           1,
            ((pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) - 946684800)
-            * 1000000)::bigint);
+            * 1000000)::bigint,
+           (SELECT pg_catalog.max(pg_catalog.substr(c, 25)::bigint)
+              FROM pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) c
+             WHERE s.setrole = 0
+               AND s.setdatabase OPERATOR(pg_catalog.=)
+                   (SELECT oid FROM pg_catalog.pg_database
+                     WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+               AND c OPERATOR(pg_catalog.~) '^fenced_lock\.token_floor=[0-9]{1,18}$')));
 
 -- Functions draw from the sequence without a privilege check; nobody else needs rights on it.
 REVOKE ALL ON SEQUENCE fencing_token_seq FROM PUBLIC;
 
 -- Let pg_dump carry the sequence's position, so a restored database keeps issuing larger tokens.
 SELECT pg_catalog.pg_extension_config_dump('fencing_token_seq', '');
+
+-- DROP EXTENSION (also DROP SCHEMA or DROP OWNED, which can drop it) keeps the last token this
+-- installation issued as the database's fenced_lock.token_floor, in the shared catalog
+-- pg_db_role_setting, which survives the extension, replicates to standbys and is restored
+-- by pg_dump --create: the next CREATE EXTENSION starts above it. The floor only
+-- rises. It runs before the command, while the sequence exists, and as the extension's owner.
+CREATE FUNCTION fenced_lock_keep_token_floor() RETURNS event_trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    issued bigint;
+BEGIN
+    SELECT last_value INTO issued FROM @extschema@.fencing_token_seq;
+    IF issued > coalesce(pg_catalog.substr(
+           (SELECT c FROM pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) c
+             WHERE s.setrole = 0
+               AND s.setdatabase = (SELECT oid FROM pg_catalog.pg_database
+                                     WHERE datname = pg_catalog.current_database())
+               AND c ~ '^fenced_lock\.token_floor=[0-9]{1,18}$'), 25)::bigint, 0) THEN
+        EXECUTE pg_catalog.format('ALTER DATABASE %I SET fenced_lock.token_floor = %L',
+                                  pg_catalog.current_database(), issued::text);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION fenced_lock_keep_token_floor() FROM PUBLIC;
+COMMENT ON FUNCTION fenced_lock_keep_token_floor() IS
+    'fenced_lock: the event trigger function that keeps the last token issued as the '
+    'database''s fenced_lock.token_floor before DROP EXTENSION (or DROP SCHEMA, DROP OWNED).';
+
+CREATE EVENT TRIGGER fenced_lock_keep_token_floor ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION', 'DROP SCHEMA', 'DROP OWNED')
+    EXECUTE FUNCTION fenced_lock_keep_token_floor();

@@ -52,12 +52,16 @@ SELECT l.ns,
        l.expires_at,
        l.expires_at <= pg_catalog.clock_timestamp() AS expired,
        l.lock_delay,
-       l.expires_at + l.lock_delay AS available_at
+       @extschema@.fenced_lease_available_at(l.expires_at, l.lock_delay) AS available_at
   FROM @extschema@.fenced_lease_state l
   LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = l.ns
  WHERE l.owner IS NOT NULL;
 
 GRANT SELECT ON fenced_leases TO PUBLIC;
+
+COMMENT ON FUNCTION fenced_lease_available_at(timestamptz, interval) IS
+    'fenced_lock: when a lease that expires unreleased at expires_at, with lock_delay, is '
+    'available to another owner: their sum, ''infinity'' past the end of time (fenced_leases).';
 
 COMMENT ON VIEW fenced_leases IS
     'fenced_lock: every lease held, or expired and not yet taken over: key, owner, the role that '

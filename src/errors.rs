@@ -650,11 +650,17 @@ impl From<StaleToken> for RawError {
                      higher ones or a restore from an older backup. Every later holder is refused \
                      too."
                 ),
-                format!(
-                    "On the lock server, as the extension's owner: SELECT \
-                     advance_fencing_tokens({}); then acquire again.",
-                    stale.accepted
-                ),
+                match stale.accepted > crate::types::MAX_ADVANCE {
+                    true => "The accepted token is above 2^62, more than advance_fencing_tokens \
+                             takes: the resource holds a sentinel, not a token the lock server \
+                             issued. Set its fence to a real token."
+                        .into(),
+                    false => format!(
+                        "On the lock server, as the extension's owner: SELECT \
+                         advance_fencing_tokens({}); then acquire again.",
+                        stale.accepted
+                    ),
+                },
             ),
             _ => (
                 "A later holder of the lock already wrote with a larger token: this holder's \

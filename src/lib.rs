@@ -23,7 +23,10 @@
 //!   transaction-scoped functions.
 //! - `key_sets`: many keys in one call (`acquire_fenced_all`), in ascending order, one token.
 //! - `session`: the session-scoped functions, with owners, and leader election.
-//! - `leases`: table-backed leases (owner, TTL on the database clock) for pooled clients.
+//! - `leases`: table-backed leases (owner, TTL on the database clock) for pooled clients: the
+//!   functions and their rules (`mod.rs`), the wake-ups of waiting acquires (`wakeups.rs`),
+//!   and the table's direct reads, writes and sweep with the invariants they keep
+//!   (`storage.rs`).
 //! - `inspection`: the rows of `fenced_locks`, and `force_release`.
 //! - `resource`: where tokens are checked: `fenced_update`, `enforce_fence`, the ledger.
 //!

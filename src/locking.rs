@@ -523,6 +523,20 @@ fn new_fencing_token(fcinfo: pg_sys::FunctionCallInfo) -> i64 {
 #[pg_extern(volatile, parallel_unsafe)]
 fn advance_fencing_tokens(fcinfo: pg_sys::FunctionCallInfo, past: Option<i64>) -> i64 {
     let past = required(past, "advance_fencing_tokens", "past").or_raise();
+    if past > crate::types::MAX_ADVANCE {
+        FencedError::InvalidArgument {
+            message: format!(
+                "advance_fencing_tokens: \"past\" must be at most {} (2^62)",
+                crate::types::MAX_ADVANCE
+            ),
+            hint: Some(
+                "Above it too few tokens would be left to draw (a failover skips \
+                 fenced_lock.failover_skip at once). A resource holding a larger token holds a \
+                 sentinel, not a token this server issued: set its fence to a real token.",
+            ),
+        }
+        .raise();
+    }
     refuse_on_hot_standby();
     refuse_in_parallel_mode("advance_fencing_tokens");
     tokens::advance_past(fcinfo, past)

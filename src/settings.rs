@@ -80,6 +80,11 @@ static LEASE_LOCK_DELAY: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// replication lag.
 static FAILOVER_SKIP: GucSetting<i32> = GucSetting::<i32>::new(1_000_000_000);
 
+/// Read by CREATE EXTENSION from the database's settings (bootstrap.sql), never by the library:
+/// defined so that the reserved prefix accepts it.
+static TOKEN_FLOOR: GucSetting<Option<std::ffi::CString>> =
+    GucSetting::<Option<std::ffi::CString>>::new(None);
+
 pub fn define() {
     GucRegistry::define_bool_guc(
         c"fenced_lock.durable_tokens",
@@ -107,12 +112,25 @@ pub fn define() {
         c"Recorded with a lease when it is acquired or renewed. After such a lease expires \
           unreleased, another owner can take it only once this delay has passed as well (a \
           waiting acquire_lease sleeps until then); release_lease frees it at once. 0 (the \
-          default): no delay.",
+          default): no delay; at most 1 day.",
         &LEASE_LOCK_DELAY,
         0,
-        i32::MAX,
+        // A day: with the TTL's maximum (leases/mod.rs), no expiry and delay a lease call
+        // writes add up past the end of time.
+        86_400_000,
         GucContext::Userset,
         GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_string_guc(
+        c"fenced_lock.token_floor",
+        c"The token a new installation of fenced_lock in this database starts above.",
+        c"DROP EXTENSION fenced_lock records the last token it issued here as this \
+          database's setting (ALTER DATABASE ... SET), and CREATE EXTENSION starts above it \
+          and above the clock, so that a re-created extension never issues a token an earlier \
+          one did, whatever the clock said. A superuser may raise it by hand.",
+        &TOKEN_FLOOR,
+        GucContext::Suset,
+        GucFlags::default(),
     );
     // A postmaster-level setting can only be created while the postmaster loads the library;
     // loaded later (not preloaded), there is no grants table for it to size anyway.
@@ -122,7 +140,7 @@ pub fn define() {
             c"Live fenced grants the shared grants table can show (needs preloading).",
             c"The fenced_locks view shows token, scope and acquired_at for up to this many \
               grants at once; beyond it, acquisition still succeeds and the view shows those \
-              columns as NULL. Each entry takes 176 bytes of shared memory.",
+              columns as NULL. Each entry takes 168 bytes of shared memory.",
             &MAX_GRANTS,
             0,
             10_000_000,

@@ -12,14 +12,17 @@
 //! last grant was, so backends keep to slots of their own) and only it writes that slot, inside
 //! a change count that is odd while it writes. A reader copies a slot between two readings of
 //! an even, equal count; a slot that changed meanwhile was being published or withdrawn, and is
-//! read as not there (as it was, or will be, a moment later).
+//! read as not there (as it was, or will be, a moment later). The slot's grant is stored as
+//! atomic words, written and copied with relaxed atomic operations between the count's
+//! release and acquire orderings (a seqlock): a copy that races a write is a data race in no
+//! memory model, and is only read as a grant once the count shows it is whole.
 
 use crate::settings;
 use crate::shmem::Part;
 use crate::types::{LockKey, Scope};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 /// How much of a text a slot keeps (bytes, cut at a character boundary).
 const TEXT_BYTES: usize = 64;
@@ -60,15 +63,16 @@ impl ShortText {
     }
 }
 
-/// What a slot holds while its grant is published.
+/// What a slot holds while its grant is published. Without padding (the eight-byte fields
+/// first, 160 bytes in all), so that every byte of it is one of its words (`WORDS`).
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct Published {
+    token: i64,
+    acquired_at: pg_sys::TimestampTz,
     database: pg_sys::Oid,
     ns: i32,
     id: i32,
-    token: i64,
-    acquired_at: pg_sys::TimestampTz,
     session: bool,
     live: bool,
     /// The text of a named key (empty for an (ns, id) key).
@@ -77,44 +81,82 @@ struct Published {
     owner: ShortText,
 }
 
+/// A grant as the words a slot keeps it in.
+const WORDS: usize = std::mem::size_of::<Published>() / 8;
+const _: () = assert!(std::mem::size_of::<Published>() == 160 && WORDS * 8 == 160);
+
+impl Published {
+    fn into_words(self) -> [u64; WORDS] {
+        // Sound: Published has no padding (above), so every byte is initialised.
+        unsafe { std::mem::transmute::<Published, [u64; WORDS]>(self) }
+    }
+
+    /// # Safety
+    /// `words` must be a whole copy of a Published (its booleans 0 or 1).
+    unsafe fn from_words(words: [u64; WORDS]) -> Published {
+        unsafe { std::mem::transmute::<[u64; WORDS], Published>(words) }
+    }
+}
+
 #[repr(C)]
 struct Slot {
     /// The pid of the backend whose slot this is (the grant's), 0 while free.
     claimed_by: AtomicU32,
     /// Odd while the claiming backend writes `published`.
     changes: AtomicU32,
-    published: Published,
+    published: [AtomicU64; WORDS],
 }
 
 impl Slot {
-    /// Writes the slot (its claiming backend only), inside an odd change count.
-    fn write(&mut self, published: Published) {
+    /// Writes the slot (its claiming backend only), inside an odd change count: the release
+    /// fence orders the odd count before the words, the release store the words before the
+    /// even count.
+    fn write(&self, published: Published) {
         let changes = self.changes.load(Ordering::Relaxed);
         self.changes
             .store(changes.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
-        unsafe { std::ptr::write_volatile(&raw mut self.published, published) };
+        for (word, value) in self.published.iter().zip(published.into_words()) {
+            word.store(value, Ordering::Relaxed);
+        }
         self.changes
             .store(changes.wrapping_add(2), Ordering::Release);
     }
 
+    /// The grant as its claiming backend last wrote it (only that backend may call this).
+    fn own(&self) -> Published {
+        let words = self
+            .published
+            .each_ref()
+            .map(|word| word.load(Ordering::Relaxed));
+        unsafe { Published::from_words(words) }
+    }
+
     /// The pid and a copy of the slot's grant, if it is live and did not change while copied
-    /// (a slot withdrawn and claimed again meanwhile has a new change count too).
+    /// (a slot withdrawn and claimed again meanwhile has a new change count too): the acquire
+    /// load orders the first count before the words, the acquire fence the words before the
+    /// second count, so an equal, even count means no write overlapped the copy.
     fn read(&self) -> Option<(i32, Published)> {
         let before = self.changes.load(Ordering::Acquire);
         let pid = self.claimed_by.load(Ordering::Relaxed);
         if before % 2 == 1 || pid == 0 {
             return None;
         }
-        let published = unsafe { std::ptr::read_volatile(&raw const self.published) };
+        let words = self
+            .published
+            .each_ref()
+            .map(|word| word.load(Ordering::Relaxed));
         fence(Ordering::Acquire);
-        (published.live && self.changes.load(Ordering::Relaxed) == before)
-            .then_some((pid as i32, published))
+        if self.changes.load(Ordering::Relaxed) != before {
+            return None;
+        }
+        let published = unsafe { Published::from_words(words) };
+        published.live.then_some((pid as i32, published))
     }
 }
 
 /// The size fenced_lock.max_grants' description gives.
-const _: () = assert!(std::mem::size_of::<Slot>() == 176);
+const _: () = assert!(std::mem::size_of::<Slot>() == 168);
 
 #[repr(C)]
 struct Table {
@@ -171,7 +213,9 @@ fn place() {
                         live: false,
                         label: ShortText::EMPTY,
                         owner: ShortText::EMPTY,
-                    },
+                    }
+                    .into_words()
+                    .map(AtomicU64::new),
                 });
             }
         }
@@ -258,7 +302,7 @@ pub fn withdraw(indexes: impl IntoIterator<Item = u32>) {
         if slot.claimed_by.load(Ordering::Relaxed) == pid {
             slot.write(Published {
                 live: false,
-                ..slot.published
+                ..slot.own()
             });
             slot.claimed_by.store(0, Ordering::Release);
             claimed.fetch_sub(1, Ordering::Relaxed);

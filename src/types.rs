@@ -90,3 +90,7 @@ pub fn required<T>(
 ) -> Result<T, NullArgument> {
     value.ok_or(NullArgument { function, argument })
 }
+
+/// The highest token advance_fencing_tokens moves past: 2^62 leaves as many again to draw
+/// (146,000 years at a million a second), so no advance brings the sequence near its end.
+pub const MAX_ADVANCE: i64 = 1 << 62;

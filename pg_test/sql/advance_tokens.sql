@@ -60,3 +60,19 @@ SELECT fenced_update('advance_jobs', 1, 2000000000, '{"state": "refused"}') AS u
 SELECT fenced_update('advance_jobs', 1, 6999999999, '{"state": "refused"}') AS updated;
 DROP TABLE advance_jobs;
 DELETE FROM fence_ledger WHERE resource = 'advance://report';
+
+-- A sentinel (third review of 0.3.0, "also check"): moving the tokens near bigint's end would
+-- make every later draw fail, so a `past` above 2^62 is refused (22023, the HINT says why)
+-- and the sequence stays where it was; the SF001 HINT for such a resource says the same
+-- instead of suggesting the call.
+SELECT last_value AS before_refusal FROM fencing_token_seq \gset
+SELECT advance_fencing_tokens(9223372036854775000);
+\echo :LAST_ERROR_SQLSTATE
+SELECT advance_fencing_tokens((2 ^ 62)::bigint + 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT last_value = :before_refusal AS sequence_unmoved FROM fencing_token_seq;
+SELECT advance_fencing_tokens(:before_refusal) >= :before_refusal AS below_the_bound_works;
+INSERT INTO fence_ledger VALUES ('advance://sentinel', 9223372036854775807, now());
+SELECT fence_check_strict('advance://sentinel', 5000000000);
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM fence_ledger WHERE resource = 'advance://sentinel';

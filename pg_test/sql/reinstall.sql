@@ -30,3 +30,30 @@ ROLLBACK;
 BEGIN;
 SELECT acquire_fenced(6001, 3) > :second AS token_after_rolled_back_recreate_above;
 COMMIT;
+
+-- A server whose clock ran fast issued tokens above what the clock says once it is corrected
+-- (third review of 0.3.0, item 8): here, tokens 400 days ahead of the clock. DROP EXTENSION
+-- keeps the last of them as the database's fenced_lock.token_floor, and a re-created extension
+-- starts above it, not at the clock, so resources that kept those tokens accept its holders.
+SELECT setval('fencing_token_seq',
+              ((date_part('epoch', clock_timestamp() + interval '400 days') - 946684800)
+               * 1000000)::bigint) AS issued_while_fast \gset
+DROP EXTENSION fenced_lock;
+SELECT substr(c, 25)::bigint = :issued_while_fast AS floor_kept
+  FROM pg_db_role_setting s, unnest(s.setconfig) c
+ WHERE s.setrole = 0 AND c LIKE 'fenced_lock.token_floor=%'
+   AND s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database());
+CREATE EXTENSION fenced_lock;
+BEGIN;
+SELECT acquire_fenced(6001, 4) > :issued_while_fast AS above_what_the_fast_clock_issued;
+COMMIT;
+-- The floor only rises: a drop of an extension whose tokens are below it keeps it.
+SELECT setval('fencing_token_seq', 1000);
+DROP EXTENSION fenced_lock;
+CREATE EXTENSION fenced_lock;
+BEGIN;
+SELECT acquire_fenced(6001, 5) > :issued_while_fast AS still_above;
+COMMIT;
+-- One event trigger, the extension's own (dropped and created with it).
+SELECT count(*) AS event_triggers FROM pg_event_trigger WHERE evtname = 'fenced_lock_keep_token_floor';
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET fenced_lock.token_floor', current_database()); END $$;

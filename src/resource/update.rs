@@ -557,13 +557,17 @@ fn prepare_statements(
     // read as the key column's type, as a literal would be: '42' for an integer key, a UUID's
     // text for a uuid key. As the type itself, without the column's typmod (a varchar(8)
     // would truncate, a numeric(6,2) round) and as a domain's base type (a literal compares
-    // as that, unchecked): the id matches exactly the rows a literal would.
+    // as that, unchecked): the id matches exactly the rows a literal would. The type's name
+    // is written as "no typmod given" asks for: a bare `character` or `bit` would parse as
+    // character(1) or bit(1) (and '12' match '1'), so those print as bpchar and "bit".
     let text_id = [pg_sys::TEXTOID, pg_sys::VARCHAROID].contains(&key.key_type);
     let key_value = match text_id && key_column.type_oid != pg_sys::TEXTOID {
         true => format!("CAST($1 AS {})", unsafe {
-            CStr::from_ptr(pg_sys::format_type_be(pg_sys::getBaseType(
-                key_column.type_oid,
-            )))
+            CStr::from_ptr(pg_sys::format_type_extended(
+                pg_sys::getBaseType(key_column.type_oid),
+                -1,
+                (pg_sys::FORMAT_TYPE_TYPEMOD_GIVEN | pg_sys::FORMAT_TYPE_FORCE_QUALIFY) as _,
+            ))
             .to_string_lossy()
         }),
         false => "$1".to_string(),

@@ -1,0 +1,514 @@
+//! Table-backed leases: a key held by an owner (a client-chosen id) until a TTL on the
+//! database's clock runs out, in `fenced_lease_state`. Every call is one statement that
+//! commits with its transaction and ties nothing to the server session, so leases work through
+//! transaction-mode poolers and serverless drivers, where session locks pass from client to
+//! client. A new holder gets a new token from the same sequence as every other grant; an
+//! expired lease is taken over by the next acquire (no background worker). Leases and advisory
+//! locks are separate key spaces.
+//!
+//! The table is readable by all and written only here, straight to its heap and indexes, with
+//! no SQL and no table rights of the caller (whose role is recorded: only it, or a member,
+//! renews or releases). A waiting acquire sleeps on a
+//! condition variable that releases broadcast (when preloaded), or until the holder's expiry.
+
+mod storage;
+mod wakeups;
+
+use crate::errors::{refuse_in_parallel_mode, FencedError, OrRaise};
+use crate::locking::key_forms;
+use crate::types::{required, LockKey};
+use crate::unguarded;
+use crate::{settings, tokens};
+use pgrx::datum::{Interval, TimestampWithTimeZone};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use storage::{
+    find, insert_row, saturating_plus, sweep_now_and_then, unseen_row, update_row,
+    with_lease_table, Change, LeaseRow, LeaseTable, RowWrite, Unseen,
+};
+pub use wakeups::WAKEUPS_PART;
+
+/// Without the shared condition variables (not preloaded), a waiting acquire looks again this
+/// often (ms), besides at the holder's expiry.
+const UNPRELOADED_RECHECK_MS: i64 = 100;
+
+/// A waiting acquire looks again at least this often (ms) even when preloaded: a release
+/// committed by COMMIT PREPARED, in another session, broadcasts nothing.
+const RECHECK_MS: i64 = 1000;
+
+/// A waiting acquire that found the lease row locked by another open transaction (which is
+/// taking, renewing or releasing it) looks again this often (ms): row locks are not waited
+/// for, so that no acquire waits past its `wait`.
+const ROW_LOCKED_RECHECK_MS: i64 = 10;
+
+/// The longest key text a lease keeps (bytes); owners are bounded by `locking::owner_argument`.
+const MAX_KEY_BYTES: usize = crate::locking::MAX_IDENTIFIER_BYTES;
+
+/// The longest TTL a lease takes (as interval comparison counts: a month is 30 days, so
+/// '1 year' is within). With the lock-delay's maximum (a day, settings.rs), no expiry and
+/// delay a call writes add up past the end of time.
+const MAX_TTL_DAYS: i128 = 366;
+
+pub fn register_callbacks() {
+    wakeups::register_callback();
+    storage::register_callbacks();
+}
+
+/// A lease's TTL: positive and at most MAX_TTL_DAYS (22023 otherwise).
+fn lease_ttl(ttl: Option<Interval>, function: &'static str) -> Interval {
+    let ttl = required(ttl, function, "ttl").or_raise();
+    let refuse = |message: String, hint| FencedError::InvalidArgument { message, hint }.raise();
+    if ttl.as_micros() <= 0 {
+        refuse(format!("{function}: \"ttl\" must be positive"), None);
+    }
+    if ttl.as_micros() > MAX_TTL_DAYS * 86_400_000_000 {
+        refuse(
+            format!("{function}: \"ttl\" must be at most {MAX_TTL_DAYS} days"),
+            Some("A holder renews its lease well within its TTL; renew_lease extends it."),
+        );
+    }
+    ttl
+}
+
+/// The lock-delay recorded with a lease this session acquires or renews
+/// (fenced_lock.lease_lock_delay).
+fn lock_delay() -> Interval {
+    Interval::from_micros(settings::lease_lock_delay_ms() * 1000)
+}
+
+/// The lease's state before an acquire, seen by one look.
+enum Seen {
+    /// Taken (new token) or extended (same token): the token.
+    Granted(i64),
+    /// Held by another owner until this many microseconds from now.
+    Held { expires_in_us: i64 },
+}
+
+/// An acquire as its SQL function was called, its arguments checked.
+struct Acquire<'a> {
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &'static str,
+    keyed: crate::locking::Keyed,
+    owner: &'a str,
+    ttl: Interval,
+    /// Whether the acquire waits (then it needs to know until when a lease is held).
+    waiting: bool,
+}
+
+/// One attempt: the lease if it is free, expired, or held by the acquire's owner (and the
+/// caller's role, `role`).
+fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid) -> Seen {
+    let Acquire {
+        fcinfo,
+        function,
+        ref keyed,
+        owner,
+        ttl,
+        waiting,
+    } = *acquire;
+    let columns = &lease.columns;
+    let (ttl, delay) = (ttl.into_datum(), lock_delay().into_datum());
+    // The columns a new holder writes, the key's own aside.
+    let new_holder = |token: i64| {
+        let (mut changes, _) = renewal(columns, ttl, delay);
+        // Acquired when renewed: the renewal's own reading of the clock.
+        let acquired_at = changes[0].1;
+        changes.extend([
+            (columns.owner, owner.into_datum()),
+            (columns.holder, role.into_datum()),
+            (columns.token, token.into_datum()),
+            (columns.key, keyed.label.as_deref().into_datum()),
+            (columns.acquired_at, acquired_at),
+        ]);
+        changes
+    };
+    loop {
+        let now = unguarded::now();
+        let this_owners =
+            |row: &LeaseRow| row.owner.as_deref() == Some(owner) && row.held_for(role);
+        let granted = |row: &LeaseRow| {
+            // Still held by this owner: the same token, the TTL extended.
+            if this_owners(row) && row.expires_at.is_some_and(|at| at > now) {
+                return Some((renewal(columns, ttl, delay).0, row.token));
+            }
+            // Free, expired, or this owner's after expiry: a new grant. Its token is drawn
+            // after the look, which saw the last holder's write committed, so it is above every
+            // earlier holder's; a write that then finds the row busy leaves it unused, as a
+            // rolled-back grant does.
+            let takeable = row.owner.is_none()
+                || this_owners(row)
+                || row.available_at.is_some_and(|at| at <= now);
+            takeable.then(|| {
+                let token = tokens::next_token(fcinfo);
+                (new_holder(token), token)
+            })
+        };
+        match write_found(lease, function, keyed.key, granted) {
+            Found::Written(token) => return Seen::Granted(token),
+            // Held by another owner (until its expiry and lock-delay). Only a waiting acquire
+            // needs to know until when (0 or less: look again soon).
+            Found::Refused(row) => {
+                let expires_in_us = match waiting {
+                    true => row.available_at.map_or(0, |at| at - now),
+                    false => 0,
+                };
+                return Seen::Held { expires_in_us };
+            }
+            // Locked by another open transaction: look again soon.
+            Found::Busy => return Seen::Held { expires_in_us: 0 },
+            Found::Absent => {}
+        }
+        // No row: the key was never leased, or its row was swept. A first lease being written
+        // by another open transaction holds the key's first-lease lock until it ends: busy.
+        if !lock_first_lease(keyed.key) {
+            return Seen::Held { expires_in_us: 0 };
+        }
+        // With that lock, nobody else writes the key's first lease through these functions;
+        // one committed after the look's snapshot is looked at again with a newer one, or
+        // under one snapshot throughout is 40001 (where INSERT ... ON CONFLICT DO NOTHING
+        // would raise it too). A row another open transaction is writing without the lock
+        // (the owner's own INSERT, a restore) is busy until it ends: no look sees it sooner.
+        // Either way the lock was for a write that does not happen: it is let go, so that it
+        // never stands in the way of the key's next first lease.
+        match unseen_row(lease, keyed.key) {
+            Unseen::Nothing => {}
+            Unseen::InProgress => {
+                unlock_first_lease(keyed.key);
+                return Seen::Held { expires_in_us: 0 };
+            }
+            Unseen::Committed => {
+                unlock_first_lease(keyed.key);
+                if transaction_snapshot() {
+                    FencedError::LeaseChangedAfterSnapshot {
+                        function,
+                        key: keyed.key,
+                    }
+                    .raise();
+                }
+                pgrx::check_for_interrupts!();
+                continue;
+            }
+        }
+        sweep_now_and_then(lease);
+        // Tokens only rise: one drawn now is above every earlier holder's, swept rows' too.
+        let token = tokens::next_token(fcinfo);
+        let mut row = new_holder(token);
+        row.extend([
+            (columns.ns, keyed.key.ns.into_datum()),
+            (columns.id, keyed.key.id.into_datum()),
+        ]);
+        insert_row(lease, &row);
+        return Seen::Granted(token);
+    }
+}
+
+/// The columns a renewal writes: renewed now, expiring `ttl` after it (also returned), with
+/// the session's lock-delay. A new holder's row writes them too.
+fn renewal(
+    columns: &storage::Columns,
+    ttl: Option<pg_sys::Datum>,
+    delay: Option<pg_sys::Datum>,
+) -> (Vec<Change>, pg_sys::TimestampTz) {
+    let now = unguarded::now();
+    let expires_at = saturating_plus(now, ttl.expect("a TTL"));
+    let mut changes = vec![
+        (columns.renewed_at, now.into_datum()),
+        (columns.expires_at, expires_at.into_datum()),
+    ];
+    changes.extend(columns.lock_delay.map(|column| (column, delay)));
+    (changes, expires_at)
+}
+
+/// Writes what `change` gives to the row of the lease on `key` held with `token` by `role`
+/// (or a role it is a member of), as `write_found` does: what `change` returned with its
+/// changes, or None when no lease is held with that token. Never waits (55P03: the caller must
+/// hear that it could not write).
+fn write_held<T>(
+    lease: &LeaseTable,
+    function: &'static str,
+    (key, token, role): (LockKey, i64, pg_sys::Oid),
+    mut change: impl FnMut() -> (Vec<Change>, T),
+) -> Option<T> {
+    let held = |row: &LeaseRow| row.token == token && row.owner.is_some() && row.held_for(role);
+    match write_found(lease, function, key, |row| held(row).then(&mut change)) {
+        Found::Written(result) => Some(result),
+        Found::Busy => FencedError::LeaseRowBusy { function, key }.raise(),
+        Found::Absent | Found::Refused(_) => None,
+    }
+}
+
+/// What `write_found` found and did.
+enum Found<T> {
+    /// The key has no row.
+    Absent,
+    /// A row `change` left as it was.
+    Refused(LeaseRow),
+    /// A row `change` would write, which another open transaction has locked or is changing.
+    Busy,
+    /// A row written: what `change` returned with its changes.
+    Written(T),
+}
+
+/// Finds the row of the lease on `key` and writes what `change` makes of it as seen
+/// (`update_row`: that version only, without waiting), so that a caller that only looks never
+/// stands in the holder's way. A row changed after the look's snapshot is looked at again with
+/// a newer one, unless the transaction reads one snapshot throughout: then 40001 (a look again
+/// would see the same row).
+fn write_found<T>(
+    lease: &LeaseTable,
+    function: &'static str,
+    key: LockKey,
+    mut change: impl FnMut(&LeaseRow) -> Option<(Vec<Change>, T)>,
+) -> Found<T> {
+    loop {
+        let Some(row) = find(lease, key) else {
+            return Found::Absent;
+        };
+        let Some((changes, result)) = change(&row) else {
+            return Found::Refused(row);
+        };
+        match update_row(lease, &row, &changes) {
+            RowWrite::Written => return Found::Written(result),
+            RowWrite::Busy => return Found::Busy,
+            RowWrite::Changed if transaction_snapshot() => {
+                FencedError::LeaseChangedAfterSnapshot { function, key }.raise()
+            }
+            RowWrite::Changed => {}
+        }
+        pgrx::check_for_interrupts!();
+    }
+}
+
+/// A read-only transaction (a hot standby's too) writes no lease: 25006 before looking, as
+/// PostgreSQL refuses an UPDATE before it finds a row, so that no answer depends on what a
+/// look found (a lease held by another owner would read as busy, one lost as lost).
+fn refuse_read_only(function: &'static str) {
+    if unsafe { pg_sys::XactReadOnly } {
+        FencedError::ReadOnlyLease { function }.raise();
+    }
+}
+
+/// Whether the transaction reads one snapshot throughout (REPEATABLE READ or SERIALIZABLE):
+/// then a statement run again sees the same rows.
+fn transaction_snapshot() -> bool {
+    unsafe { pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 }
+}
+
+/// The transaction-level lock that orders the first leases of `key` (an advisory lock tag of
+/// its own: objsubid 3 in pg_locks), taken without waiting: false when another open
+/// transaction is writing the key's first lease.
+fn lock_first_lease(key: LockKey) -> bool {
+    unsafe {
+        pg_sys::LockAcquire(
+            &first_lease_tag(key),
+            pg_sys::ExclusiveLock as _,
+            false,
+            true,
+        ) != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+    }
+}
+
+/// Lets go of the hold `lock_first_lease` took (one of this transaction's holds, if it had
+/// taken the lock before).
+fn unlock_first_lease(key: LockKey) {
+    unsafe { pg_sys::LockRelease(&first_lease_tag(key), pg_sys::ExclusiveLock as _, false) };
+}
+
+fn first_lease_tag(key: LockKey) -> pg_sys::LOCKTAG {
+    pg_sys::LOCKTAG {
+        locktag_field4: 3,
+        ..key.locktag()
+    }
+}
+
+/// Acquires the lease, waiting up to `wait` (None: not at all); the token or None.
+fn acquire(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &'static str,
+    keyed: crate::locking::Keyed,
+    owner: Option<&str>,
+    ttl: Option<Interval>,
+    wait: Option<Interval>,
+) -> Option<i64> {
+    let owner = crate::locking::owner_argument(owner, function);
+    if keyed
+        .label
+        .as_ref()
+        .is_some_and(|key| key.len() > MAX_KEY_BYTES)
+    {
+        FencedError::ValueTooLong {
+            function,
+            argument: "key",
+            limit: MAX_KEY_BYTES,
+        }
+        .raise();
+    }
+    let ttl = lease_ttl(ttl, function);
+    crate::locking::refuse_on_hot_standby();
+    refuse_read_only(function);
+    refuse_in_parallel_mode(function);
+    let now = unguarded::now;
+    let deadline =
+        wait.map(|wait| now().saturating_add(wait.as_micros().clamp(0, i64::MAX as i128) as i64));
+    let channel = wakeups::channel(keyed.key);
+    let call = Acquire {
+        fcinfo,
+        function,
+        keyed,
+        owner,
+        ttl,
+        waiting: deadline.is_some(),
+    };
+    loop {
+        // Prepared before looking, so a release between the look and the sleep still wakes
+        // this backend.
+        if let (Some(channel), Some(_)) = (channel, deadline) {
+            unsafe { pg_sys::ConditionVariablePrepareToSleep(channel) };
+        }
+        let seen = with_lease_table(fcinfo, |lease, role| attempt(lease, &call, role));
+        let expires_in_us = match seen {
+            Seen::Granted(token) => {
+                if channel.is_some() && deadline.is_some() {
+                    unsafe { pg_sys::ConditionVariableCancelSleep() };
+                }
+                return Some(token);
+            }
+            Seen::Held { expires_in_us } => expires_in_us,
+        };
+        let deadline = deadline?;
+        let left_us = deadline - now();
+        if left_us <= 0 {
+            if channel.is_some() {
+                unsafe { pg_sys::ConditionVariableCancelSleep() };
+            }
+            return None;
+        }
+        // Until the holder's expiry (then the lease can be taken over), the deadline or
+        // RECHECK_MS, whichever is first; a release wakes the sleeper earlier. A row locked by
+        // another open transaction is looked at again soon.
+        let until_expiry_ms = match expires_in_us {
+            1.. => (expires_in_us + 999) / 1000,
+            _ => ROW_LOCKED_RECHECK_MS,
+        };
+        let mut sleep_ms = ((left_us + 999) / 1000)
+            .min(until_expiry_ms)
+            .min(RECHECK_MS);
+        match channel {
+            Some(channel) => unsafe {
+                pg_sys::ConditionVariableTimedSleep(
+                    channel,
+                    sleep_ms.max(1),
+                    pg_sys::PG_WAIT_EXTENSION,
+                );
+            },
+            None => {
+                sleep_ms = sleep_ms.clamp(1, UNPRELOADED_RECHECK_MS);
+                unsafe {
+                    pg_sys::WaitLatch(
+                        pg_sys::MyLatch,
+                        (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH)
+                            as i32,
+                        sleep_ms,
+                        pg_sys::PG_WAIT_EXTENSION,
+                    );
+                    pg_sys::ResetLatch(pg_sys::MyLatch);
+                }
+            }
+        }
+        pgrx::check_for_interrupts!();
+    }
+}
+
+// The lease on the key for `owner`, for `ttl` on the database's clock: its token if the key
+// is free, expired, or already held by this owner (then the same token, the TTL extended);
+// NULL otherwise. A new holder gets a new token, larger than every earlier one.
+key_forms! {
+    names: ["acquire_lease", "acquire_lease_named", "acquire_lease_named_bigint"],
+    rust: [acquire_lease, acquire_lease_named, acquire_lease_named_bigint],
+    attributes: [volatile, parallel_unsafe],
+    arguments: (owner: Option<&str>, ttl: Option<Interval>),
+    returns: Option<i64>,
+    |fcinfo, function, keyed| acquire(fcinfo, function, keyed, owner, ttl, None),
+}
+
+// The same, waiting up to `wait` for a release or the holder's expiry; then NULL.
+key_forms! {
+    names: ["acquire_lease", "acquire_lease_named", "acquire_lease_named_bigint"],
+    rust: [acquire_lease_wait, acquire_lease_named_wait, acquire_lease_named_bigint_wait],
+    attributes: [volatile, parallel_unsafe],
+    arguments: (owner: Option<&str>, ttl: Option<Interval>, wait: Option<Interval>),
+    returns: Option<i64>,
+    |fcinfo, function, keyed| {
+        let wait = required(wait, function, "wait").or_raise();
+        if wait.as_micros() < 0 {
+            FencedError::NegativeTimeout.raise();
+        }
+        acquire(fcinfo, function, keyed, owner, ttl, Some(wait))
+    },
+}
+
+// Extends the lease held with `token` to `ttl` from now: the new expiry, or NULL when the
+// lease is lost (taken over after expiry, released, or never held with that token). A lease
+// that expired but was not taken over is still this token's, and is renewed.
+key_forms! {
+    names: ["renew_lease", "renew_lease_named", "renew_lease_named_bigint"],
+    rust: [renew_lease, renew_lease_named, renew_lease_named_bigint],
+    attributes: [volatile, parallel_unsafe],
+    arguments: (token: Option<i64>, ttl: Option<Interval>),
+    returns: Option<TimestampWithTimeZone>,
+    |fcinfo, function, keyed| {
+        let token = required(token, function, "token").or_raise();
+        let ttl = lease_ttl(ttl, function);
+        refuse_read_only(function);
+        refuse_in_parallel_mode(function);
+        with_lease_table(fcinfo, |lease, role| {
+            let (ttl, delay) = (ttl.into_datum(), lock_delay().into_datum());
+            let held = (keyed.key, token, role);
+            let expires_at = write_held(lease, function, held, || {
+                renewal(&lease.columns, ttl, delay)
+            })?;
+            unsafe { TimestampWithTimeZone::from_datum(expires_at.into(), false) }
+        })
+    },
+}
+
+// Releases the lease held with `token`: true, or false when no lease is held with it (taken
+// over after expiry, released already, or never held). Wakes waiting acquires.
+key_forms! {
+    names: ["release_lease", "release_lease_named", "release_lease_named_bigint"],
+    rust: [release_lease, release_lease_named, release_lease_named_bigint],
+    attributes: [volatile, parallel_unsafe],
+    arguments: (token: Option<i64>),
+    returns: bool,
+    |fcinfo, function, keyed| {
+        let token = required(token, function, "token").or_raise();
+        refuse_read_only(function);
+        refuse_in_parallel_mode(function);
+        let released = with_lease_table(fcinfo, |lease, role| {
+            let released = lease.columns.released();
+            write_held(lease, function, (keyed.key, token, role), || {
+                (released.map(|column| (column, None)).to_vec(), ())
+            })
+        })
+        .is_some();
+        if released {
+            wakeups::wake_at_commit(keyed.key);
+        }
+        released
+    },
+}
+
+/// When a lease that expires unreleased at `expires_at`, with `lock_delay`, is available to
+/// another owner: their sum, 'infinity' past the end of time (fenced_leases' available_at; a
+/// row of any origin reads without an error).
+#[pg_extern(stable, strict, parallel_safe)]
+fn fenced_lease_available_at(
+    expires_at: TimestampWithTimeZone,
+    lock_delay: Interval,
+) -> TimestampWithTimeZone {
+    let at = saturating_plus(
+        expires_at.into_inner(),
+        lock_delay.into_datum().expect("a datum"),
+    );
+    unsafe { TimestampWithTimeZone::from_datum(at.into(), false) }.expect("a timestamp")
+}

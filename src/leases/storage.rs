@@ -1,0 +1,693 @@
+//! The lease table's storage: `fenced_lease_state` read and written without SQL, straight to
+//! its heap and indexes, as PostgreSQL writes its catalogs (no statement to plan and start per
+//! call). What this layer promises the lease functions above it:
+//!
+//! - **Shape.** The table's OID and column numbers are kept between calls and read again after
+//!   the table is opened and locked whenever the relation cache says it changed (the upgrade
+//!   adds lock_delay under running sessions; DROP and CREATE EXTENSION make a new table).
+//! - **Reads.** A look sees what a statement run now would see (`find`), through the primary
+//!   key. No read of a row can fail: a timestamp sum past the end of time saturates to
+//!   infinity, so one row (the owner's own UPDATE, a row of an earlier version) cannot fail
+//!   another key's call.
+//! - **Writes.** Only the version a look saw is written, without waiting (`update_row`:
+//!   busy, or changed after the look), and every index gets its entry. What these writes
+//!   cannot honour is refused with 55000 before anything is written
+//!   (`refuse_unmaintainable`): triggers; indexes with expressions, predicates, exclusion or
+//!   deferred checks; CHECK constraints; stored generated columns; columns the lease functions
+//!   do not know that have a default or NOT NULL; NOT NULL on a column a release clears.
+//! - **The sweep.** Released and long-expired rows are deleted as a transaction that took a
+//!   first lease commits (never in one that is prepared), so no open transaction holds them
+//!   and no other session's call waits on the outcome; the sweep reads without an MVCC
+//!   snapshot (no SSI predicate lock) and deletes only committed rows no transaction is
+//!   changing.
+
+use crate::compat::{self, IndexEntries};
+use crate::errors::FencedError;
+use crate::extension;
+use crate::types::LockKey;
+use crate::unguarded;
+use pgrx::pg_sys::{self, TM_Result};
+use pgrx::prelude::*;
+
+const LEASE_TABLE: &std::ffi::CStr = c"fenced_lease_state";
+
+/// Released leases, and leases available to others for longer than this (an hour, in
+/// microseconds), are deleted by the sweep, so that the table does not grow without bound.
+const RETENTION_US: i64 = 3_600_000_000;
+
+/// Every SWEEP_EVERY-th first lease of a key in a backend sweeps SWEEP_PAGES table pages for
+/// such rows: more rows than those first leases add (a page holds at least a dozen lease rows
+/// of the longest owner and key), in one scan rather than one per first lease.
+const SWEEP_EVERY: u32 = 16;
+const SWEEP_PAGES: u32 = 2 * SWEEP_EVERY;
+
+/// PostgreSQL's timestamp range in microseconds since 2000-01-01 (MIN_TIMESTAMP and
+/// END_TIMESTAMP in datatype/timestamp.h: 4714-11-24 BC and 294277-01-01, exclusive); its
+/// infinities are the i64 extremes.
+const MIN_TIMESTAMP: i64 = -211_813_488_000_000_000;
+const END_TIMESTAMP: i64 = 9_223_371_331_200_000_000;
+
+/// What a backend keeps of the lease table between calls: its OID and where its columns are.
+#[derive(Clone, Copy)]
+struct Shape {
+    oid: pg_sys::Oid,
+    columns: Columns,
+}
+
+thread_local! {
+    static SHAPE: std::cell::Cell<Option<Shape>> = const { std::cell::Cell::new(None) };
+}
+
+pub fn register_callbacks() {
+    unsafe {
+        pg_sys::CacheRegisterRelcacheCallback(Some(on_relcache_invalidation), 0.into());
+        pg_sys::RegisterXactCallback(Some(on_transaction_end), std::ptr::null_mut());
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn on_relcache_invalidation(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    // InvalidOid means "every relation" (a cache reset).
+    if SHAPE
+        .get()
+        .is_some_and(|shape| relid == pg_sys::InvalidOid || relid == shape.oid)
+    {
+        SHAPE.set(None);
+    }
+}
+
+/// The lease table as one call uses it: open with its indexes, with the lock an UPDATE takes
+/// (held to the transaction's end). Its rows are found through the primary key's index and
+/// written to the heap and every index directly: no statement runs.
+pub struct LeaseTable {
+    heap: pg_sys::Relation,
+    /// Every index of the table, open for `insert_row` and `update_row`.
+    indexes: pg_sys::CatalogIndexState,
+    /// The primary key's index, among `indexes`; null without one (then a table scan finds a
+    /// key's row).
+    key_index: pg_sys::Relation,
+    pub columns: Columns,
+}
+
+impl LeaseTable {
+    /// The table `oid`, opened and locked, its shape read after the lock (which processed
+    /// any invalidation of it); None when it no longer exists, or (`wait` false) when its lock
+    /// is not free at once.
+    fn open(oid: pg_sys::Oid, wait: bool) -> Option<LeaseTable> {
+        unsafe {
+            let lock = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
+            if !wait && !pg_sys::ConditionalLockRelationOid(oid, lock) {
+                return None;
+            }
+            let heap = pg_sys::try_relation_open(oid, if wait { lock } else { 0 });
+            if heap.is_null() {
+                SHAPE.set(None);
+                return None;
+            }
+            let columns = match SHAPE.get() {
+                Some(shape) if shape.oid == oid => shape.columns,
+                _ => {
+                    let columns = Columns::of(oid);
+                    SHAPE.set(Some(Shape { oid, columns }));
+                    columns
+                }
+            };
+            // Opening the indexes asked the relation cache for the table's index list, which
+            // names the primary key's index as it is now (REINDEX CONCURRENTLY gives it a new
+            // OID).
+            let indexes = pg_sys::CatalogOpenIndexes(heap);
+            let key_index = open_indexes(indexes)
+                .map(|(index, _)| index)
+                .find(|&index| (*index).rd_id == (*heap).rd_pkindex)
+                .unwrap_or(std::ptr::null_mut());
+            Some(LeaseTable {
+                heap,
+                indexes,
+                key_index,
+                columns,
+            })
+        }
+    }
+
+    fn close(self) {
+        unsafe {
+            pg_sys::CatalogCloseIndexes(self.indexes);
+            pg_sys::relation_close(self.heap, pg_sys::NoLock as _);
+        }
+    }
+}
+
+/// Each index of `indexes` (from CatalogOpenIndexes) with its IndexInfo.
+///
+/// # Safety
+/// `indexes` must be open.
+unsafe fn open_indexes(
+    indexes: pg_sys::CatalogIndexState,
+) -> impl Iterator<Item = (pg_sys::Relation, *mut pg_sys::IndexInfo)> {
+    (0..unsafe { (*indexes).ri_NumIndices } as usize).map(move |i| unsafe {
+        (
+            *(*indexes).ri_IndexRelationDescs.add(i),
+            *(*indexes).ri_IndexRelationInfo.add(i),
+        )
+    })
+}
+
+/// Runs `work` with the lease table and the caller's role. An ERROR's abort closes the table
+/// and its indexes.
+pub fn with_lease_table<R>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    work: impl FnOnce(&LeaseTable, pg_sys::Oid) -> R,
+) -> R {
+    let known = SHAPE.get().map(|shape| shape.oid);
+    let lease = known
+        .and_then(|oid| LeaseTable::open(oid, true))
+        // Never opened, or dropped since (DROP and CREATE EXTENSION): found by name.
+        .or_else(|| LeaseTable::open(extension::relation(fcinfo, LEASE_TABLE), true))
+        .expect("the lease table found by name exists");
+    let result = work(&lease, unguarded::current_role());
+    lease.close();
+    result
+}
+
+/// A column's new value (None: NULL), by attribute number (from 1).
+pub type Change = (i16, Option<pg_sys::Datum>);
+
+/// Inserts the row of a first lease, `changes` its columns (every other one NULL).
+pub fn insert_row(lease: &LeaseTable, changes: &[Change]) {
+    refuse_unmaintainable(lease);
+    unsafe {
+        let descriptor = (*lease.heap).rd_att;
+        let width = (*descriptor).natts as usize;
+        let (mut values, mut nulls) = (vec![pg_sys::Datum::from(0); width], vec![true; width]);
+        for &(column, value) in changes {
+            let index = column as usize - 1;
+            values[index] = value.unwrap_or(pg_sys::Datum::from(0));
+            nulls[index] = value.is_none();
+        }
+        let row = pg_sys::heap_form_tuple(descriptor, values.as_mut_ptr(), nulls.as_mut_ptr());
+        pg_sys::simple_heap_insert(lease.heap, row);
+        insert_index_entries(lease, row, IndexEntries::All);
+    }
+}
+
+/// What `update_row` found at the version it was given.
+pub enum RowWrite {
+    Written,
+    /// Another open transaction has locked or is changing the row.
+    Busy,
+    /// The row was changed or deleted by a transaction that committed after the look's
+    /// snapshot.
+    Changed,
+}
+
+/// Writes `changes` into `row`, the version its look saw, and only that version, without
+/// waiting: a newer version (a takeover committed meanwhile) is not followed, and nothing is
+/// locked unless written.
+pub fn update_row(lease: &LeaseTable, row: &LeaseRow, changes: &[Change]) -> RowWrite {
+    refuse_unmaintainable(lease);
+    unsafe {
+        let mut columns: Vec<i32> = changes.iter().map(|&(column, _)| column.into()).collect();
+        let mut values: Vec<pg_sys::Datum> = (changes.iter())
+            .map(|&(_, value)| value.unwrap_or(pg_sys::Datum::from(0)))
+            .collect();
+        let mut nulls: Vec<bool> = changes.iter().map(|(_, value)| value.is_none()).collect();
+        let new = pg_sys::heap_modify_tuple_by_cols(
+            row.tuple,
+            (*lease.heap).rd_att,
+            changes.len() as _,
+            columns.as_mut_ptr(),
+            values.as_mut_ptr(),
+            nulls.as_mut_ptr(),
+        );
+        let mut at = row.ctid;
+        match compat::heap_update_no_wait(lease.heap, &mut at, new) {
+            (TM_Result::TM_Ok, entries) => {
+                insert_index_entries(lease, new, entries);
+                RowWrite::Written
+            }
+            (TM_Result::TM_BeingModified | TM_Result::TM_WouldBlock, _) => RowWrite::Busy,
+            _ => RowWrite::Changed,
+        }
+    }
+}
+
+/// Adds `tuple`, just written to the heap, to the table's indexes that `entries` names, as
+/// PostgreSQL adds a catalog row to its catalog's indexes (CatalogIndexInsert): a unique index
+/// checks uniqueness.
+///
+/// # Safety
+/// `tuple` must be a row version of the lease table, written by this transaction.
+unsafe fn insert_index_entries(
+    lease: &LeaseTable,
+    tuple: pg_sys::HeapTuple,
+    entries: IndexEntries,
+) {
+    if entries == IndexEntries::None {
+        return;
+    }
+    unsafe {
+        let slot = pg_sys::MakeSingleTupleTableSlot(
+            (*lease.heap).rd_att,
+            &raw const pg_sys::TTSOpsHeapTuple,
+        );
+        pg_sys::ExecStoreHeapTuple(tuple, slot, false);
+        for (index, info) in open_indexes(lease.indexes) {
+            if !(*info).ii_ReadyForInserts
+                || (entries == IndexEntries::Summarizing && !compat::summarizing(index))
+            {
+                continue;
+            }
+            let mut values = [pg_sys::Datum::from(0); pg_sys::INDEX_MAX_KEYS as usize];
+            let mut nulls = [false; pg_sys::INDEX_MAX_KEYS as usize];
+            pg_sys::FormIndexDatum(
+                info,
+                slot,
+                std::ptr::null_mut(),
+                values.as_mut_ptr(),
+                nulls.as_mut_ptr(),
+            );
+            let check = match (*(*index).rd_index).indisunique {
+                true => pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES,
+                false => pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO,
+            };
+            pg_sys::index_insert(
+                index,
+                values.as_mut_ptr(),
+                nulls.as_mut_ptr(),
+                &raw mut (*tuple).t_self,
+                lease.heap,
+                check,
+                false,
+                info,
+            );
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+    }
+}
+
+/// The rows are written as PostgreSQL writes its catalogs (the heap, then each index; HOT
+/// where it can): that way fires no trigger, evaluates no index expression, predicate, CHECK
+/// constraint, default or generated column, and checks no NOT NULL. A table that has any the
+/// writes would need is refused (55000) rather than written behind its back.
+fn refuse_unmaintainable(lease: &LeaseTable) {
+    let refuse = |what: String| FencedError::LeaseTableAltered { what }.raise();
+    let name = |name: &pg_sys::NameData| {
+        let name = unsafe { std::ffi::CStr::from_ptr(name.data.as_ptr()) };
+        name.to_string_lossy().into_owned()
+    };
+    unsafe {
+        if !(*lease.heap).trigdesc.is_null() {
+            refuse("a trigger".into());
+        }
+        for (index, info) in open_indexes(lease.indexes) {
+            if !(*info).ii_Expressions.is_null()
+                || !(*info).ii_Predicate.is_null()
+                || !(*info).ii_ExclusionOps.is_null()
+                || !(*(*index).rd_index).indimmediate
+            {
+                refuse(format!("index \"{}\"", name(&(*(*index).rd_rel).relname)));
+            }
+        }
+        let descriptor = (*lease.heap).rd_att;
+        let constraints = (*descriptor).constr;
+        if !constraints.is_null() && (*constraints).num_check > 0 {
+            refuse("a CHECK constraint".into());
+        }
+        let columns = &lease.columns;
+        for (number, attribute) in (1..).zip(compat::attributes(descriptor)) {
+            if attribute.attisdropped {
+                continue;
+            }
+            let column = name(&attribute.attname);
+            if attribute.attgenerated != 0 {
+                refuse(format!("the generated column \"{column}\""));
+            }
+            if !columns.known(number) && (attribute.attnotnull || attribute.atthasdef) {
+                refuse(format!(
+                    "the column \"{column}\" with a default or NOT NULL"
+                ));
+            }
+            if columns.cleared(number) && attribute.attnotnull {
+                refuse(format!("NOT NULL on the column \"{column}\""));
+            }
+        }
+    }
+}
+
+/// Where the lease table's columns are (attribute numbers, from 1): read by name, since the
+/// upgrade adds lock_delay at the end and a dropped column keeps its number.
+#[derive(Clone, Copy)]
+pub struct Columns {
+    pub ns: i16,
+    pub id: i16,
+    pub key: i16,
+    pub owner: i16,
+    pub holder: i16,
+    pub token: i16,
+    pub acquired_at: i16,
+    pub renewed_at: i16,
+    pub expires_at: i16,
+    /// None on a table of 0.2.0, before its upgrade.
+    pub lock_delay: Option<i16>,
+}
+
+impl Columns {
+    /// The columns of `table`, locked (so that its catalog rows are current).
+    fn of(table: pg_sys::Oid) -> Columns {
+        let number = |name: &std::ffi::CStr| unsafe { pg_sys::get_attnum(table, name.as_ptr()) };
+        Columns {
+            ns: number(c"ns"),
+            id: number(c"id"),
+            key: number(c"key"),
+            owner: number(c"owner"),
+            holder: number(c"holder"),
+            token: number(c"token"),
+            acquired_at: number(c"acquired_at"),
+            renewed_at: number(c"renewed_at"),
+            expires_at: number(c"expires_at"),
+            lock_delay: Some(number(c"lock_delay")).filter(|&number| number > 0),
+        }
+    }
+
+    /// The columns a release sets NULL (the key's text is NULL for a key given by numbers).
+    pub fn released(&self) -> [i16; 4] {
+        [self.owner, self.holder, self.renewed_at, self.expires_at]
+    }
+
+    fn cleared(&self, number: i16) -> bool {
+        number == self.key || self.released().contains(&number)
+    }
+
+    fn known(&self, number: i16) -> bool {
+        let always = [self.ns, self.id, self.token, self.acquired_at];
+        always.contains(&number) || self.cleared(number) || self.lock_delay == Some(number)
+    }
+}
+
+/// A lease's row, as a statement run now would see it.
+pub struct LeaseRow {
+    ctid: pg_sys::ItemPointerData,
+    /// A copy of the row version, for `update_row`.
+    tuple: pg_sys::HeapTuple,
+    pub owner: Option<String>,
+    /// The role that took it (InvalidOid for none).
+    holder: pg_sys::Oid,
+    pub token: i64,
+    pub expires_at: Option<pg_sys::TimestampTz>,
+    /// When another owner may take it, if it expires unreleased: its expiry plus its
+    /// lock-delay (saturated: 'infinity' past the end of time).
+    pub available_at: Option<pg_sys::TimestampTz>,
+}
+
+impl LeaseRow {
+    /// The lease in `tuple`, a row of the lease table whose buffer is pinned (an interval is
+    /// passed by reference).
+    ///
+    /// # Safety
+    /// `tuple` must be valid.
+    unsafe fn read(lease: &LeaseTable, tuple: pg_sys::HeapTuple) -> LeaseRow {
+        let columns = &lease.columns;
+        unsafe {
+            let descriptor = (*lease.heap).rd_att;
+            let width = (*descriptor).natts as usize;
+            let (mut values, mut nulls) = (vec![pg_sys::Datum::from(0); width], vec![false; width]);
+            pg_sys::heap_deform_tuple(tuple, descriptor, values.as_mut_ptr(), nulls.as_mut_ptr());
+            let column = |number: i16| {
+                let index = number as usize - 1;
+                (!nulls[index]).then_some(values[index])
+            };
+            let expires_at = column(columns.expires_at).map(|at| at.value() as i64);
+            let available_at = match columns.lock_delay.and_then(column) {
+                Some(delay) => expires_at.map(|at| saturating_plus(at, delay)),
+                None => expires_at,
+            };
+            LeaseRow {
+                ctid: (*tuple).t_self,
+                tuple: pg_sys::heap_copytuple(tuple),
+                owner: column(columns.owner).and_then(|owner| String::from_datum(owner, false)),
+                holder: column(columns.holder).map_or(pg_sys::InvalidOid, |holder| {
+                    pg_sys::Oid::from(holder.value() as u32)
+                }),
+                token: column(columns.token).map_or(0, |token| token.value() as i64),
+                expires_at,
+                available_at,
+            }
+        }
+    }
+
+    /// Whether `role` may act for the lease's holder: it is that role, or has its privileges
+    /// (as `pg_has_role(role, holder, 'USAGE')`).
+    pub fn held_for(&self, role: pg_sys::Oid) -> bool {
+        self.holder != pg_sys::InvalidOid && unsafe { pg_sys::has_privs_of_role(role, self.holder) }
+    }
+}
+
+/// `at` plus `interval` (a Datum of an interval), as `timestamptz + interval` adds them
+/// (months and days on the session's calendar), but never failing: a sum past either end of
+/// the timestamp range is that end's infinity.
+pub fn saturating_plus(at: pg_sys::TimestampTz, interval: pg_sys::Datum) -> pg_sys::TimestampTz {
+    let within = |sum: i64| match sum {
+        END_TIMESTAMP.. => i64::MAX,
+        ..MIN_TIMESTAMP => i64::MIN,
+        sum => sum,
+    };
+    let (months, days, micros) = unsafe {
+        let interval = interval.cast_mut_ptr::<pg_sys::Interval>();
+        ((*interval).month, (*interval).day, (*interval).time)
+    };
+    if at == i64::MAX || at == i64::MIN {
+        return at;
+    }
+    if months == 0 && days == 0 {
+        return within(at.saturating_add(micros));
+    }
+    // The calendar's arithmetic is PostgreSQL's own; only its range error (22008) is caught (it
+    // leaves nothing to clean up), and read by the interval's sign.
+    PgTryBuilder::new(|| unsafe {
+        pgrx::direct_function_call::<i64>(
+            pg_sys::timestamptz_pl_interval,
+            &[Some(pg_sys::Datum::from(at)), Some(interval)],
+        )
+        .expect("timestamptz + interval is not NULL")
+    })
+    .catch_when(PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW, |_| {
+        let forward = i128::from(months) * 30 * 86_400_000_000
+            + i128::from(days) * 86_400_000_000
+            + i128::from(micros);
+        if forward >= 0 {
+            i64::MAX
+        } else {
+            i64::MIN
+        }
+    })
+    .execute()
+}
+
+/// `work` with what a statement run now would see: a new snapshot under READ COMMITTED (the
+/// transaction's under REPEATABLE READ and SERIALIZABLE), after a command-counter increment,
+/// so this transaction's earlier lease writes are seen too (as SPI does before every
+/// statement).
+fn as_a_statement_sees<R>(work: impl FnOnce(pg_sys::Snapshot) -> R) -> R {
+    unsafe {
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+        pg_sys::CommandCounterIncrement();
+        pg_sys::UpdateActiveSnapshotCommandId();
+        let result = work(pg_sys::GetActiveSnapshot());
+        pg_sys::PopActiveSnapshot();
+        result
+    }
+}
+
+/// The row of the lease on `key`, read through the table's primary key, as a statement run
+/// now would see it.
+pub fn find(lease: &LeaseTable, key: LockKey) -> Option<LeaseRow> {
+    as_a_statement_sees(|snapshot| unsafe {
+        scan_key(lease, key, snapshot, |tuple| LeaseRow::read(lease, tuple))
+    })
+}
+
+/// A row of a key that a look, which found none, did not see.
+pub enum Unseen {
+    /// There is none.
+    Nothing,
+    /// Committed after the look's snapshot: a newer snapshot sees it.
+    Committed,
+    /// Being written by another open transaction (a first lease, or the owner's own INSERT):
+    /// no snapshot sees it until that transaction ends.
+    InProgress,
+}
+
+/// The key's row that a look, which found none, did not see: a dirty snapshot's view, as the
+/// unique index's own check has it.
+pub fn unseen_row(lease: &LeaseTable, key: LockKey) -> Unseen {
+    unsafe {
+        let mut dirty: pg_sys::SnapshotData = std::mem::zeroed();
+        dirty.snapshot_type = pg_sys::SnapshotType::SNAPSHOT_DIRTY;
+        let dirty: pg_sys::Snapshot = &mut dirty;
+        // The dirty snapshot reports the row's inserter while it runs.
+        match scan_key(lease, key, dirty, |_| (*dirty).xmin) {
+            None => Unseen::Nothing,
+            Some(pg_sys::InvalidTransactionId) => Unseen::Committed,
+            Some(_) => Unseen::InProgress,
+        }
+    }
+}
+
+/// `read` of the row of the lease on `key` that `snapshot` sees, if any, found through the
+/// primary key's open index (without one, a scan of the table); its buffer is pinned while
+/// `read` runs.
+///
+/// # Safety
+/// `snapshot` must be valid.
+unsafe fn scan_key<R>(
+    lease: &LeaseTable,
+    key: LockKey,
+    snapshot: pg_sys::Snapshot,
+    read: impl FnOnce(pg_sys::HeapTuple) -> R,
+) -> Option<R> {
+    unsafe {
+        let mut keys: [pg_sys::ScanKeyData; 2] = std::mem::zeroed();
+        for (scan_key, (column, value)) in keys
+            .iter_mut()
+            .zip([(lease.columns.ns, key.ns), (lease.columns.id, key.id)])
+        {
+            pg_sys::ScanKeyInit(
+                scan_key,
+                column,
+                pg_sys::BTEqualStrategyNumber as _,
+                pg_sys::Oid::from(pg_sys::F_INT4EQ),
+                pg_sys::Datum::from(value),
+            );
+        }
+        let (heap, index, count) = (lease.heap, lease.key_index, keys.len() as _);
+        if index.is_null() {
+            let scan = pg_sys::systable_beginscan(
+                heap,
+                pg_sys::InvalidOid,
+                false,
+                snapshot,
+                count,
+                keys.as_mut_ptr(),
+            );
+            let tuple = pg_sys::systable_getnext(scan);
+            let result = (!tuple.is_null()).then(|| read(tuple));
+            pg_sys::systable_endscan(scan);
+            return result;
+        }
+        let scan =
+            pg_sys::systable_beginscan_ordered(heap, index, snapshot, count, keys.as_mut_ptr());
+        let tuple =
+            pg_sys::systable_getnext_ordered(scan, pg_sys::ScanDirection::ForwardScanDirection);
+        let result = (!tuple.is_null()).then(|| read(tuple));
+        pg_sys::systable_endscan_ordered(scan);
+        result
+    }
+}
+
+thread_local! {
+    /// The table page this backend's next sweep starts at (backends start at different pages),
+    /// and the first leases it took since its last sweep.
+    static NEXT_SWEEP: std::cell::Cell<(Option<u32>, u32)> = const { std::cell::Cell::new((None, 0)) };
+    /// The lease table to sweep when this transaction commits.
+    static SWEEP_AT_COMMIT: std::cell::Cell<Option<pg_sys::Oid>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Counts a first lease: this backend's first, and every SWEEP_EVERY-th after it, sweeps the
+/// table when its transaction commits. First leases sweep more than they add, so dead rows
+/// cannot pile up, and no background worker is needed.
+pub fn sweep_now_and_then(lease: &LeaseTable) {
+    let (next_page, since_sweep) = NEXT_SWEEP.get();
+    if since_sweep % SWEEP_EVERY == 0 {
+        SWEEP_AT_COMMIT.set(Some(unsafe { (*lease.heap).rd_id }));
+    }
+    NEXT_SWEEP.set((next_page, since_sweep + 1));
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn on_transaction_end(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut core::ffi::c_void,
+) {
+    use pg_sys::XactEvent::*;
+    let ending = matches!(
+        event,
+        XACT_EVENT_PRE_COMMIT | XACT_EVENT_PRE_PREPARE | XACT_EVENT_ABORT
+    );
+    match (ending.then(|| SWEEP_AT_COMMIT.take()).flatten(), event) {
+        (Some(table), XACT_EVENT_PRE_COMMIT) => sweep(table),
+        // A prepared transaction would hold the deleted rows until COMMIT PREPARED: it does
+        // not sweep (nor one that aborts), and the backend's next first lease does instead.
+        (Some(_), _) => NEXT_SWEEP.set((NEXT_SWEEP.get().0, 0)),
+        (None, _) => {}
+    }
+}
+
+/// Deletes the released and long-expired (RETENTION_US) leases on the next SWEEP_PAGES pages
+/// of `table`, as the transaction that counted the sweep commits: the deleted rows are held by
+/// no open transaction, so no other session's call waits on them. The rows are read with a
+/// dirty snapshot (no MVCC snapshot, so no SSI predicate lock on rows the caller never
+/// looked at), and only committed rows that no other transaction is changing are deleted,
+/// each as seen, without waiting. A table whose lock is not free at once is left for later.
+fn sweep(table: pg_sys::Oid) {
+    let Some(lease) = LeaseTable::open(table, false) else {
+        return;
+    };
+    let heap = lease.heap;
+    let pages =
+        unsafe { pg_sys::RelationGetNumberOfBlocksInFork(heap, pg_sys::ForkNumber::MAIN_FORKNUM) };
+    let (next_page, _) = NEXT_SWEEP.get();
+    let start = match pages > SWEEP_PAGES {
+        true => next_page.unwrap_or(unsafe { pg_sys::MyProcPid } as u32) % pages,
+        false => 0,
+    };
+    NEXT_SWEEP.set((Some(start + SWEEP_PAGES), 1));
+    let retired_before = unguarded::now() - RETENTION_US;
+    let retired = |row: &LeaseRow| {
+        row.owner.is_none() || row.available_at.is_some_and(|at| at < retired_before)
+    };
+    let mut rows = Vec::new();
+    if pages > 0 {
+        unsafe {
+            let mut dirty: pg_sys::SnapshotData = std::mem::zeroed();
+            dirty.snapshot_type = pg_sys::SnapshotType::SNAPSHOT_DIRTY;
+            let dirty: pg_sys::Snapshot = &mut dirty;
+            let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN;
+            let scan = pg_sys::heap_beginscan(
+                heap,
+                dirty,
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                flags,
+            );
+            pg_sys::heap_setscanlimits(scan, start, SWEEP_PAGES.min(pages - start));
+            loop {
+                let tuple = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
+                if tuple.is_null() {
+                    break;
+                }
+                // Without page mode, the dirty snapshot tells of this row's own inserter and
+                // deleter if they are running; this transaction's own rows are left alone too.
+                let settled = (*dirty).xmin == pg_sys::InvalidTransactionId
+                    && (*dirty).xmax == pg_sys::InvalidTransactionId
+                    && !pg_sys::TransactionIdIsCurrentTransactionId(
+                        (*(*tuple).t_data).t_choice.t_heap.t_xmin,
+                    );
+                if settled && retired(&LeaseRow::read(&lease, tuple)) {
+                    rows.push((*tuple).t_self);
+                }
+            }
+            pg_sys::heap_endscan(scan);
+        }
+    }
+    for mut row in rows {
+        unsafe {
+            let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
+            let cid = pg_sys::GetCurrentCommandId(true);
+            let snapshot = std::ptr::null_mut();
+            pg_sys::heap_delete(heap, &mut row, cid, snapshot, false, &mut failure, false);
+        }
+    }
+    lease.close();
+}
