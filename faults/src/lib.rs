@@ -18,8 +18,14 @@ fn repo_root() -> PathBuf {
 }
 
 fn pg_sh(args: &[&str]) -> String {
+    pg_sh_with(args, &[])
+}
+
+/// scripts/pg.sh with `environment` added to its own (and so to the server it starts).
+fn pg_sh_with(args: &[&str], environment: &[(String, String)]) -> String {
     let output = Command::new(repo_root().join("scripts/pg.sh"))
         .args(args)
+        .envs(environment.iter().map(|(name, value)| (name, value)))
         .stderr(std::process::Stdio::inherit())
         .output()
         .expect("scripts/pg.sh runs");
@@ -33,6 +39,8 @@ pub struct Server {
     /// The directory of its Unix socket: libpq's `host`.
     pub socket_dir: String,
     settings: Vec<String>,
+    /// Added to the server's environment at every start (libfaketime's, say).
+    environment: Vec<(String, String)>,
 }
 
 impl Server {
@@ -44,6 +52,7 @@ impl Server {
             socket_dir: pg_sh(&["socket", &dir]).trim().to_string(),
             dir,
             settings: settings.iter().map(|s| s.to_string()).collect(),
+            environment: Vec::new(),
         };
         pg_sh(&["stop", &server.dir]);
         let _ = std::fs::remove_dir_all(&server.dir);
@@ -55,6 +64,26 @@ impl Server {
         let server = Server::wiped(name, settings);
         server.start();
         server
+    }
+
+    /// A fresh server whose processes run with `environment` added to theirs.
+    pub fn fresh_with(name: &str, settings: &[&str], environment: &[(&str, &str)]) -> Server {
+        let mut server = Server::wiped(name, settings);
+        server.set_environment(environment);
+        server.start();
+        server
+    }
+
+    /// The environment added at the server's next start (replacing what was added before).
+    pub fn set_environment(&mut self, environment: &[(&str, &str)]) {
+        self.environment = (environment.iter())
+            .map(|&(name, value)| (name.to_string(), value.to_string()))
+            .collect();
+    }
+
+    /// A fast shutdown (the server is started again by `start`).
+    pub fn stop(&self) {
+        pg_sh(&["stop", &self.dir]);
     }
 
     /// A hot standby streaming from `primary`, with `settings`.
@@ -81,7 +110,7 @@ impl Server {
             args.push("-c");
             args.push(setting);
         }
-        pg_sh(&args);
+        pg_sh_with(&args, &self.environment);
     }
 
     /// `pg_ctl stop -m immediate`: no checkpoint, no flush; recovery replays WAL on start.
