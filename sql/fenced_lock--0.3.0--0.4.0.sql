@@ -46,9 +46,13 @@ CREATE FUNCTION fenced_lock_keep_token_floor() RETURNS event_trigger
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    issued bigint;
+    token_sequence regclass := (SELECT c.oid FROM pg_catalog.pg_class c
+                                 WHERE c.oid = pg_catalog.to_regclass('@extschema@.fencing_token_seq')
+                                   AND c.relkind = 'S');
+    issued bigint := pg_catalog.pg_sequence_last_value(token_sequence);
 BEGIN
-    SELECT last_value INTO issued FROM @extschema@.fencing_token_seq;
+    -- A sequence detached and dropped (an installation being repaired) keeps no floor and
+    -- stops no DROP.
     IF issued > coalesce(pg_catalog.substr(
            (SELECT c FROM pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) c
              WHERE s.setrole = 0

@@ -56,4 +56,15 @@ SELECT acquire_fenced(6001, 5) > :issued_while_fast AS still_above;
 COMMIT;
 -- One event trigger, the extension's own (dropped and created with it).
 SELECT count(*) AS event_triggers FROM pg_event_trigger WHERE evtname = 'fenced_lock_keep_token_floor';
+-- It stands in no DROP's way: not an unrelated DROP SCHEMA, not the DROP EXTENSION of an
+-- installation being repaired whose sequence was detached and dropped (that keeps no floor).
+CREATE SCHEMA unrelated;
+DROP SCHEMA unrelated;
+ALTER EXTENSION fenced_lock DROP SEQUENCE fencing_token_seq;
+DROP SEQUENCE fencing_token_seq;
+DROP EXTENSION fenced_lock;
+CREATE EXTENSION fenced_lock;
+BEGIN;
+SELECT acquire_fenced(6001, 6) > :issued_while_fast AS floor_kept_through_the_repair;
+COMMIT;
 DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET fenced_lock.token_floor', current_database()); END $$;
