@@ -30,8 +30,8 @@ export PGRX_HOME := $(CURDIR)/build/pgrx-home
 # What `make psql` and `make stop` need to reach the server `make run` started.
 MAKE_ARGS := $(if $(filter 15,$(PG)),,PG=$(PG)) $(if $(filter 54315,$(PORT)),,PORT=$(PORT))
 
-.PHONY: all build-setup setup install run demo psql stop test lint unit sql-tests faults bench profile \
-	ha compare package dist clean
+.PHONY: all build-setup setup install run demo psql stop test lint unit checker sql-tests faults bench \
+	profile ha compare package dist clean
 
 # `make` builds the release library and scripts for PG_CONFIG (or PG) without installing them:
 # what `pgxn install` runs before `make install`.
@@ -96,6 +96,12 @@ lint:
 	cargo clippy --manifest-path examples/leader/Cargo.toml --target-dir target/faults -- -D warnings
 	cargo fmt --check --manifest-path pg_test/drivers/rust/Cargo.toml
 	cargo clippy --manifest-path pg_test/drivers/rust/Cargo.toml --target-dir target/faults -- -D warnings
+	cargo fmt --check --manifest-path checker/Cargo.toml
+	cargo clippy --all-targets --manifest-path checker/Cargo.toml --target-dir target/checker -- -D warnings
+
+# The history checker of make compare and make ha (checker/), on hand-made histories.
+checker:
+	cargo test --manifest-path checker/Cargo.toml --target-dir target/checker
 
 # #[pg_test] unit tests; cargo pgrx runs its own server as `postgres`.
 unit:

@@ -77,6 +77,11 @@ if [ "$PG" = 15 ]; then
     read -r passed failed < <(cargo_counts "$LOGS/unit.log")
     record unit "$passed" "$failed" "$status"
 
+    run checker make -s checker
+    status=$?
+    read -r passed failed < <(cargo_counts "$LOGS/checker.log")
+    record checker "$passed" "$failed" "$status"
+
     sql_suites 15
 
     run faults make -s faults

@@ -1,0 +1,235 @@
+//! What a lock with fencing tokens must never show in a history, each check a function:
+//! the tokens of each key as a linearizable counter (porcupine-rs decides), and the lock's own
+//! rules at the resource, which linearizability of the tokens alone does not cover.
+
+use crate::history::{Commit, History, Operation, Outcome};
+use porcupine_rs::{CheckResult, Model};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+/// The kinds of violation, as the summaries name them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// The tokens granted for a key are no linearizable counter: a grant that began after
+    /// another had ended got a token that is not larger (a repeated token too).
+    TokensNotLinearizable,
+    /// porcupine-rs did not decide within its time limit (counted as a failure: a check that
+    /// cannot decide proves nothing).
+    Undecided,
+    /// The resource accepted a write whose token is below one it had accepted before.
+    StaleWriteAccepted,
+    /// The resource accepted writes with one token from two holders.
+    TokenOfTwoHolders,
+    /// An accepted write had not read the value of the accepted write before it (in the
+    /// resource's commit order): an update was lost.
+    LostUpdate,
+    /// Two holders of a key were granted and wrote with overlapping grant-to-write intervals.
+    TwoHolders,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::TokensNotLinearizable => "tokens_not_linearizable",
+            Kind::Undecided => "undecided",
+            Kind::StaleWriteAccepted => "stale_write_accepted",
+            Kind::TokenOfTwoHolders => "token_of_two_holders",
+            Kind::LostUpdate => "lost_update",
+            Kind::TwoHolders => "two_holders",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Violation {
+    pub kind: Kind,
+    pub key: String,
+    pub detail: String,
+}
+
+/// How long porcupine-rs may search one key's history.
+const LINEARIZABILITY_LIMIT: Duration = Duration::from_secs(30);
+
+/// Every violation in `history`.
+pub fn check(history: &History) -> Vec<Violation> {
+    let mut violations = tokens_linearizable(history);
+    violations.extend(resource_rules(history));
+    violations.extend(two_holders(history));
+    violations
+}
+
+/// The tokens of a key as a counter that only rises: each grant's token is above the one
+/// linearized before it.
+#[derive(Clone)]
+struct RisingTokens;
+
+impl Model for RisingTokens {
+    /// The last token granted (i64::MIN before the first).
+    type State = i64;
+    /// A grant's token.
+    type Op = i64;
+    type Metadata = String;
+
+    fn init() -> i64 {
+        i64::MIN
+    }
+
+    fn step(last: &i64, token: &i64) -> (bool, i64) {
+        (token > last, *token)
+    }
+}
+
+/// porcupine-rs on each key's grants. Only completed grants take part: an acquire that failed
+/// granted nothing, and one whose outcome is unknown (info) constrains nothing that a
+/// completed grant's token does not (it may or may not have taken a token in between).
+fn tokens_linearizable(history: &History) -> Vec<Violation> {
+    let mut by_key: BTreeMap<&str, Vec<porcupine_rs::Operation<RisingTokens>>> = BTreeMap::new();
+    for op in grants(history) {
+        by_key
+            .entry(op.key.as_str())
+            .or_default()
+            .push(porcupine_rs::Operation {
+                client_id: Some(op.process),
+                call_time: op.invoked,
+                return_time: op.completed,
+                op: op.token.expect("a grant has a token"),
+                metadata: Some(op.worker.clone()),
+            });
+    }
+    let mut violations = Vec::new();
+    for (key, operations) in by_key {
+        let verdict = porcupine_rs::check_operations_timeout(&operations, LINEARIZABILITY_LIMIT);
+        let kind = match verdict {
+            CheckResult::Ok => continue,
+            CheckResult::Illegal => Kind::TokensNotLinearizable,
+            CheckResult::Unknown => Kind::Undecided,
+        };
+        violations.push(Violation {
+            kind,
+            key: key.to_string(),
+            detail: format!("{} grants", operations.len()),
+        });
+    }
+    violations
+}
+
+/// Completed acquires with a token.
+fn grants(history: &History) -> impl Iterator<Item = &Operation> {
+    (history.operations.iter())
+        .filter(|op| op.f == "acquire" && op.outcome == Outcome::Ok && op.token.is_some())
+}
+
+/// Writes the resource accepted, as the workers saw them (a holder is a worker and a token).
+fn accepted_writes(history: &History) -> impl Iterator<Item = &Operation> {
+    (history.operations.iter())
+        .filter(|op| op.f == "write" && op.outcome == Outcome::Ok && op.accepted == Some(true))
+}
+
+/// The rules at the resource, in its own commit order: no stale token accepted, one holder
+/// per accepted token, and every accepted write read its predecessor's value.
+fn resource_rules(history: &History) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    let mut by_key: BTreeMap<&str, Vec<&Commit>> = BTreeMap::new();
+    for commit in &history.commits {
+        by_key.entry(commit.key.as_str()).or_default().push(commit);
+    }
+    for (key, commits) in &by_key {
+        let mut highest: Option<&Commit> = None;
+        let mut value = history.initial.get(*key).copied().unwrap_or(0);
+        for commit in commits {
+            if let Some(highest) = highest.filter(|highest| commit.token < highest.token) {
+                violations.push(Violation {
+                    kind: Kind::StaleWriteAccepted,
+                    key: key.to_string(),
+                    detail: format!(
+                        "commit {} by {} with token {} after commit {} with token {}",
+                        commit.seq, commit.worker, commit.token, highest.seq, highest.token
+                    ),
+                });
+            }
+            if highest.is_none_or(|highest| commit.token > highest.token) {
+                highest = Some(commit);
+            }
+            if commit.read != value {
+                violations.push(Violation {
+                    kind: Kind::LostUpdate,
+                    key: key.to_string(),
+                    detail: format!(
+                        "commit {} by {} read {} where the value was {value}",
+                        commit.seq, commit.worker, commit.read
+                    ),
+                });
+            }
+            value = commit.value;
+        }
+    }
+    // One holder per token: the resource's commits and the writes workers saw accepted.
+    let mut holders: HashMap<(&str, i64), &str> = HashMap::new();
+    let written = (history.commits.iter())
+        .map(|commit| (commit.key.as_str(), commit.token, commit.worker.as_str()))
+        .chain(
+            accepted_writes(history)
+                .filter_map(|op| Some((op.key.as_str(), op.token?, op.worker.as_str()))),
+        );
+    let mut reported = std::collections::HashSet::new();
+    for (key, token, worker) in written {
+        let first = *holders.entry((key, token)).or_insert(worker);
+        if first != worker && reported.insert((key, token)) {
+            violations.push(Violation {
+                kind: Kind::TokenOfTwoHolders,
+                key: key.to_string(),
+                detail: format!("token {token} accepted from {first} and {worker}"),
+            });
+        }
+    }
+    violations
+}
+
+/// Two holders of one key whose grant-to-write intervals overlap: from the completion of the
+/// grant to the completion of the holder's last accepted write with its token (a holder whose
+/// writes were all refused never held the resource).
+fn two_holders(history: &History) -> Vec<Violation> {
+    let mut last_write: HashMap<(&str, &str, i64), i64> = HashMap::new();
+    for op in accepted_writes(history) {
+        if let Some(token) = op.token {
+            let end = last_write.entry((&op.key, &op.worker, token)).or_insert(0);
+            *end = (*end).max(op.completed);
+        }
+    }
+    let mut by_key: BTreeMap<&str, Vec<(i64, i64, &str, i64)>> = BTreeMap::new();
+    for grant in grants(history) {
+        let token = grant.token.expect("a grant has a token");
+        if let Some(&end) = last_write.get(&(grant.key.as_str(), grant.worker.as_str(), token)) {
+            (by_key.entry(grant.key.as_str()).or_default()).push((
+                grant.completed,
+                end,
+                grant.worker.as_str(),
+                token,
+            ));
+        }
+    }
+    let mut violations = Vec::new();
+    for (key, mut holdings) in by_key {
+        holdings.sort();
+        for (i, a) in holdings.iter().enumerate() {
+            for b in &holdings[i + 1..] {
+                // Sorted by start: b starts at or after a; they overlap if b starts before a
+                // ends. The same holder twice (one worker, one token) is one holding.
+                if b.0 >= a.1 {
+                    break;
+                }
+                if (a.2, a.3) != (b.2, b.3) {
+                    violations.push(Violation {
+                        kind: Kind::TwoHolders,
+                        key: key.to_string(),
+                        detail: format!(
+                            "{} (token {}) and {} (token {}) held it at once",
+                            a.2, a.3, b.2, b.3
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    violations
+}
