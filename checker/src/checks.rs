@@ -134,21 +134,24 @@ fn resource_rules(history: &History) -> Vec<Violation> {
         by_key.entry(commit.key.as_str()).or_default().push(commit);
     }
     for (key, commits) in &by_key {
-        let mut highest: Option<&Commit> = None;
+        // The highest token accepted so far, and its commit (tokenless writes have none).
+        let mut highest: Option<(i64, &Commit)> = None;
         let mut value = history.initial.get(*key).copied().unwrap_or(0);
         for commit in commits {
-            if let Some(highest) = highest.filter(|highest| commit.token < highest.token) {
-                violations.push(Violation {
-                    kind: Kind::StaleWriteAccepted,
-                    key: key.to_string(),
-                    detail: format!(
-                        "commit {} by {} with token {} after commit {} with token {}",
-                        commit.seq, commit.worker, commit.token, highest.seq, highest.token
-                    ),
-                });
-            }
-            if highest.is_none_or(|highest| commit.token > highest.token) {
-                highest = Some(commit);
+            if let Some(token) = commit.token {
+                if let Some((top, before)) = highest.filter(|&(top, _)| token < top) {
+                    violations.push(Violation {
+                        kind: Kind::StaleWriteAccepted,
+                        key: key.to_string(),
+                        detail: format!(
+                            "commit {} by {} with token {token} after commit {} with token {top}",
+                            commit.seq, commit.worker, before.seq
+                        ),
+                    });
+                }
+                if highest.is_none_or(|(top, _)| token > top) {
+                    highest = Some((token, commit));
+                }
             }
             if commit.read != value {
                 violations.push(Violation {
@@ -166,7 +169,7 @@ fn resource_rules(history: &History) -> Vec<Violation> {
     // One holder per token: the resource's commits and the writes workers saw accepted.
     let mut holders: HashMap<(&str, i64), &str> = HashMap::new();
     let written = (history.commits.iter())
-        .map(|commit| (commit.key.as_str(), commit.token, commit.worker.as_str()))
+        .filter_map(|commit| Some((commit.key.as_str(), commit.token?, commit.worker.as_str())))
         .chain(
             accepted_writes(history)
                 .filter_map(|op| Some((op.key.as_str(), op.token?, op.worker.as_str()))),
@@ -185,49 +188,45 @@ fn resource_rules(history: &History) -> Vec<Violation> {
     violations
 }
 
-/// Two holders of one key whose grant-to-write intervals overlap: from the completion of the
-/// grant to the completion of the holder's last accepted write with its token (a holder whose
-/// writes were all refused never held the resource).
+/// Two holders of one key whose grant-to-write intervals overlap: from the grant to the
+/// completion of the holder's last accepted write (a holder whose writes were all refused
+/// never held the resource). A write names its grant (`grant`: the worker's time of it);
+/// without one, it is the completion of the worker's grant of the write's token.
 fn two_holders(history: &History) -> Vec<Violation> {
+    let grant_of_token: HashMap<(&str, &str, i64), i64> = grants(history)
+        .map(|op| {
+            let token = op.token.expect("a grant has a token");
+            ((op.key.as_str(), op.worker.as_str(), token), op.completed)
+        })
+        .collect();
+    // Each holding, (key, worker, grant time): the completion of its last accepted write.
     let mut last_write: HashMap<(&str, &str, i64), i64> = HashMap::new();
     for op in accepted_writes(history) {
-        if let Some(token) = op.token {
-            let end = last_write.entry((&op.key, &op.worker, token)).or_insert(0);
+        let (key, worker) = (op.key.as_str(), op.worker.as_str());
+        let granted = (op.grant).or_else(|| grant_of_token.get(&(key, worker, op.token?)).copied());
+        if let Some(granted) = granted {
+            let end = last_write.entry((key, worker, granted)).or_insert(i64::MIN);
             *end = (*end).max(op.completed);
         }
     }
-    let mut by_key: BTreeMap<&str, Vec<(i64, i64, &str, i64)>> = BTreeMap::new();
-    for grant in grants(history) {
-        let token = grant.token.expect("a grant has a token");
-        if let Some(&end) = last_write.get(&(grant.key.as_str(), grant.worker.as_str(), token)) {
-            (by_key.entry(grant.key.as_str()).or_default()).push((
-                grant.completed,
-                end,
-                grant.worker.as_str(),
-                token,
-            ));
-        }
+    let mut by_key: BTreeMap<&str, Vec<(i64, i64, &str)>> = BTreeMap::new();
+    for (&(key, worker, granted), &end) in &last_write {
+        by_key.entry(key).or_default().push((granted, end, worker));
     }
     let mut violations = Vec::new();
     for (key, mut holdings) in by_key {
         holdings.sort();
         for (i, a) in holdings.iter().enumerate() {
-            for b in &holdings[i + 1..] {
-                // Sorted by start: b starts at or after a; they overlap if b starts before a
-                // ends. The same holder twice (one worker, one token) is one holding.
-                if b.0 >= a.1 {
-                    break;
-                }
-                if (a.2, a.3) != (b.2, b.3) {
-                    violations.push(Violation {
-                        kind: Kind::TwoHolders,
-                        key: key.to_string(),
-                        detail: format!(
-                            "{} (token {}) and {} (token {}) held it at once",
-                            a.2, a.3, b.2, b.3
-                        ),
-                    });
-                }
+            // Sorted by grant: b was granted at or after a; they overlap if before a's end.
+            for b in holdings[i + 1..].iter().take_while(|b| b.0 < a.1) {
+                violations.push(Violation {
+                    kind: Kind::TwoHolders,
+                    key: key.to_string(),
+                    detail: format!(
+                        "{} (granted at {}) and {} (granted at {}) held it at once",
+                        a.2, a.0, b.2, b.0
+                    ),
+                });
             }
         }
     }

@@ -37,6 +37,9 @@ pub struct Event {
     pub accepted: Option<bool>,
     /// A commit: its place in the resource's commit order.
     pub seq: Option<u64>,
+    /// A write or a commit: the grant it was made under (the worker's CLOCK_MONOTONIC time of
+    /// the grant), so that a holder is known without a token too.
+    pub grant: Option<i64>,
 }
 
 /// How an operation ended.
@@ -64,6 +67,7 @@ pub struct Operation {
     pub token: Option<i64>,
     pub value: Option<i64>,
     pub accepted: Option<bool>,
+    pub grant: Option<i64>,
 }
 
 /// A resource's record of one accepted write.
@@ -72,7 +76,9 @@ pub struct Commit {
     pub key: String,
     pub seq: u64,
     pub worker: String,
-    pub token: i64,
+    /// None for a lock without tokens.
+    pub token: Option<i64>,
+    pub grant: Option<i64>,
     pub read: i64,
     pub value: i64,
 }
@@ -131,9 +137,8 @@ impl History {
                         .seq
                         .ok_or_else(|| Malformed("a commit without seq".into()))?,
                     worker: event.worker.clone(),
-                    token: event
-                        .token
-                        .ok_or_else(|| Malformed("a commit without token".into()))?,
+                    token: event.token,
+                    grant: event.grant,
                     read: event
                         .read
                         .ok_or_else(|| Malformed("a commit without read".into()))?,
@@ -182,6 +187,7 @@ impl Operation {
             token: either(|event| event.token),
             value: either(|event| event.value),
             accepted: completion.and_then(|event| event.accepted),
+            grant: either(|event| event.grant),
         }
     }
 }

@@ -254,3 +254,25 @@ fn malformed_histories_are_refused() {
         assert!(History::parse(text).is_err(), "{text}");
     }
 }
+
+#[test]
+fn a_lock_without_tokens_is_checked_by_its_grants() {
+    // Redis-style: no tokens; writes name their grant. A paused past its TTL, B granted, both
+    // write what they read: two holders, and B's update lost.
+    let mut trial = Trial::default();
+    let write = |trial: &mut Trial, worker: (&str, u32), at: (i64, i64), grant: i64, read| {
+        let fields = json!({"value": read + 1, "accepted": true, "grant": grant});
+        trial.op(worker, "write", "k", (at.0, Some(at.1)), "ok", fields);
+        trial.seq += 1;
+        let seq = trial.seq;
+        trial.event(
+            json!({"type": "commit", "key": "k", "seq": seq, "worker": worker.0,
+                           "grant": grant, "read": read, "value": read + 1}),
+        );
+    };
+    trial.op(A, "acquire", "k", (0, Some(10)), "ok", json!({}));
+    trial.op(B, "acquire", "k", (40, Some(50)), "ok", json!({}));
+    write(&mut trial, B, (60, 70), 50, 0);
+    write(&mut trial, A, (80, 90), 10, 0);
+    assert_eq!(trial.kinds(), vec![Kind::LostUpdate, Kind::TwoHolders]);
+}
