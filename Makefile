@@ -135,6 +135,7 @@ ha: install
 # The failure table measured: Redis, Redlock, etcd, PostgreSQL by hand and fenced_lock through
 # the same faults (compare/); QUICK=1 is the short form that `make test` runs.
 compare: install
+	cargo build --manifest-path checker/Cargo.toml --target-dir target/checker
 	compare/run.sh $(if $(QUICK),--quick)
 
 clean:

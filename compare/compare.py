@@ -18,6 +18,9 @@ from collections import Counter, defaultdict
 import psycopg2
 
 from services import HERE, Clock, Proxies, Services
+
+# The history checker (checker/), built by `make compare`.
+CHECKER = os.path.join(HERE, "..", "target", "checker", "debug", "check-histories")
 from systems import SYSTEMS, TTL_MS
 
 WORKERS = 3
@@ -354,6 +357,37 @@ def analyse(trial, measured):
             **measured}
 
 
+def check_history(trial):
+    """The trial's history (its workers' operations and the resource's accepted writes in
+    commit order, in checker/README.md's format) in DIRECTORY/tN.history, read by the checker:
+    its violations by kind, or None when it could not read the history."""
+    with psycopg2.connect(trial.services.resource_dsn) as conn:
+        cursor = conn.cursor()
+        cursor.execute("SELECT seq, id - %s, worker, token, granted_ns, read_value FROM writes "
+                       "WHERE id >= %s AND id < %s AND accepted ORDER BY seq",
+                       (trial.row_base, trial.row_base, trial.row_base + 10))
+        commits = cursor.fetchall()
+    conn.close()
+    path = os.path.join(trial.directory, f"t{trial.number}.history")
+    with open(path, "w") as history:
+        for log in trial.token_logs:
+            try:
+                with open(log.rsplit(".", 1)[0] + ".history") as worker:
+                    history.writelines(worker)
+            except FileNotFoundError:
+                pass
+        for seq, key, worker, token, granted_ns, read in commits:
+            history.write(json.dumps({"type": "commit", "f": "write", "key": str(key),
+                                      "seq": seq, "worker": worker, "token": token,
+                                      "grant": granted_ns, "read": read,
+                                      "value": read + 1}) + "\n")
+    checked = subprocess.run([CHECKER, "--report", path], capture_output=True, text=True)
+    if checked.returncode != 0:
+        print(f"checker: {path}: {checked.stderr.strip()}", flush=True)
+        return None
+    return json.loads(checked.stdout)["violations"]
+
+
 THROUGHPUT_CLIENTS = 8
 
 
@@ -402,6 +436,7 @@ def main():
                     finally:
                         trial.stop()
                     result = analyse(trial, measured)
+                    result["checker"] = check_history(trial)
                     results[(system, fault.name)].append(result)
                     print(f"{SYSTEMS[system].name} / {fault.name}: {result}", flush=True)
         speeds = throughput(services, 2 if quick else 4) if only is None else {}
@@ -527,6 +562,17 @@ def report(directory, faults, results, speeds, trials, seconds):
                        if v in HARMFUL}
                 checks.append((f"{SYSTEMS[system].name} / {fault.name}: no stale write, lost "
                                f"update or repeated token", not any(bad.values()), bad))
+        for system in fault.systems:
+            runs = results[(system, fault.name)]
+            unread = sum(run["checker"] is None for run in runs)
+            checks.append((f"{SYSTEMS[system].name} / {fault.name}: the checker read every "
+                           "trial's history", not unread, f"{unread} unread" if unread else ""))
+            if system.startswith("fenced"):
+                found = Counter()
+                for run in runs:
+                    found.update(run["checker"] or {})
+                checks.append((f"{SYSTEMS[system].name} / {fault.name}: the checker finds no "
+                               "violation in the histories", not found, dict(found)))
         idle = [SYSTEMS[system].name for system in fault.systems
                 if not all(run["writes"] for run in results[(system, fault.name)])]
         checks.append((f"{fault.name}: every trial's workers wrote to the resource", not idle,

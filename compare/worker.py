@@ -11,13 +11,17 @@ without work and without touching the resource. Lines in LOG:
     G name key token monotonic_ns      granted
     R name key held|lost|error         a renewal
     W name key token accepted|refused monotonic_ns
-    E name monotonic_ns error          the lock service failed this cycle"""
+    E name monotonic_ns error          the lock service failed this cycle
+and, beside LOG (LOG's name with .history), its history for the checker (checker/README.md):
+an invoke and an ok / fail / info line per acquire, renew, release, read and write."""
 
+import json
 import random
 import signal
 import sys
 import threading
 import time
+import zlib
 
 import psycopg2
 import redis
@@ -48,6 +52,56 @@ def log(line):
         out.write(line + "\n")
 
 
+class History:
+    """This worker's operations, one JSON line per event (checker/README.md). The main loop
+    and the renewing watchdog are a process each; after an operation whose outcome is unknown
+    (info), the worker's processes are new ones, as Jepsen's are."""
+
+    def __init__(self, path):
+        self.out = open(path, "a", buffering=1)
+        self.base = zlib.crc32(name.encode()) % 4000 * 1_000_000
+        self.incarnation = 0
+        self.ops = 0
+        self.open = set()
+
+    def invoke(self, f, key, watchdog=False, **fields):
+        with log_guard:
+            self.ops += 1
+            handle = (self.base + 2 * self.incarnation + watchdog, self.ops, f, key)
+            self.open.add(handle)
+        self.event("invoke", handle, fields)
+        return handle
+
+    def end(self, handle, kind, **fields):
+        with log_guard:
+            if handle not in self.open:
+                return
+            self.open.discard(handle)
+            if kind == "info":
+                self.incarnation += 1
+        self.event(kind, handle, fields)
+
+    def lost(self):
+        """The lock service failed: every open operation's outcome is unknown."""
+        for handle in sorted(self.open):
+            self.end(handle, "info")
+
+    def event(self, kind, handle, fields):
+        process, op, f, key = handle
+        line = json.dumps({"type": kind, "f": f, "worker": name, "process": process, "op": op,
+                           "time": time.monotonic_ns(), "key": str(key), **fields})
+        with log_guard:
+            self.out.write(line + "\n")
+
+
+history = History(log_path.rsplit(".", 1)[0] + ".history")
+
+
+def token_of(grant):
+    """A grant's token as the history has it: an integer, or None for a lock without one."""
+    return grant.token if isinstance(grant.token, int) else None
+
+
 class Watchdog(threading.Thread):
     """Renews `grant` every third of the TTL until stopped."""
 
@@ -59,10 +113,14 @@ class Watchdog(threading.Thread):
 
     def run(self):
         while not self.stopped.wait(TTL_MS / 3000):
+            renewal = history.invoke("renew", self.grant.key, watchdog=True,
+                                     token=token_of(self.grant))
             try:
                 held = "held" if self.system.renew(self.grant) else "lost"
+                history.end(renewal, "ok" if held == "held" else "fail")
             except Exception as error:  # noqa: BLE001  (logged; the work goes on regardless)
                 held = f"error:{type(error).__name__}"
+                history.end(renewal, "info", error=type(error).__name__)
             log(f"R {name} {self.grant.key} {held}")
 
     def finish(self):
@@ -91,37 +149,52 @@ while running:
         if system is None:
             system = SYSTEMS[system_name](services)
         key = random.choice(keys)
+        acquiring = history.invoke("acquire", key)
         grant = system.acquire(key)
         if grant is None:
+            history.end(acquiring, "fail")
             time.sleep(0.005)
             continue
+        history.end(acquiring, "ok", token=token_of(grant))
         granted_ns = time.monotonic_ns()
         log(f"G {name} {key} {grant.token} {granted_ns}")
         if resource is None:
+            releasing = history.invoke("release", key, token=token_of(grant))
             system.release(grant)
+            history.end(releasing, "ok")
             time.sleep(0.005)
             continue
         watchdog = Watchdog(system, grant) if hasattr(system, "renew") else None
         try:
+            reading = history.invoke("read", key, token=token_of(grant))
             value = resource.read(system.check, int(row_base) + key, grant.token)
+            # A claim refused: a newer holder has been here, nothing was read.
+            history.end(reading, "fail" if value is None else "ok", value=value)
             time.sleep(work_ms / 1000)
+            writing = history.invoke("write", key, token=token_of(grant), grant=granted_ns,
+                                     value=None if value is None else value + 1)
             accepted = resource.write(system.check, int(row_base) + key, name, grant.token,
                                       value, granted_ns, time.monotonic_ns())
+            history.end(writing, "ok", accepted=accepted)
             log(f"W {name} {key} {grant.token} {'accepted' if accepted else 'refused'} "
                 f"{time.monotonic_ns()}")
         finally:
             stuck = watchdog is not None and not watchdog.finish()
         if stuck:
             raise ConnectionError("a renewal is stuck on the lock service")
+        releasing = history.invoke("release", key, token=token_of(grant))
         try:
             system.release(grant)
+            history.end(releasing, "ok")
         except Exception as error:  # noqa: BLE001  (the lock had expired: pottery raises)
+            history.end(releasing, "info", error=type(error).__name__)
             log(f"E {name} {time.monotonic_ns()} release:{type(error).__name__}")
     except (psycopg2.DatabaseError, psycopg2.InterfaceError, redis.RedisError,
             Etcd3Exception, PotteryError, ConnectionError) as error:
         if not lost_service(error):
             raise
         # The lock service went away: whatever this worker held is gone with its client.
+        history.lost()
         log(f"E {name} {time.monotonic_ns()} {type(error).__name__}")
         system = None
         time.sleep(0.05)
