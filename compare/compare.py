@@ -154,11 +154,18 @@ class Killed(Fault):
 
     name, reach = "holder killed", "next grant"
 
+    @staticmethod
+    def bound_s(system):
+        """How soon another worker must hold the key: the system's lease (etcd grants the
+        1 s TTL as 2 s; a session or transaction lock ends with its connection, at once)
+        and a margin for the next worker's retry; a trial without a grant by then fails."""
+        return (2 if system == "etcd" else TTL_MS / 1000) + 1.5
+
     def run(self, trial):
         process, key, _ = trial.holder()
         process.send_signal(signal.SIGKILL)
         killed_at = time.monotonic_ns()
-        time.sleep(2 * TTL_MS / 1000 + 1)
+        time.sleep(self.bound_s("etcd") + 0.5)
         grants = [int(line[4]) for path in trial.logs for line in read_lines(path)
                   if line[0] == "G" and int(line[2]) == key and int(line[4]) > killed_at]
         return {"next_grant_s": (min(grants) - killed_at) / 1e9 if grants else None}
@@ -401,8 +408,12 @@ def throughput(services, seconds):
                 [sys.executable, os.path.join(HERE, "throughput.py"), system,
                  json.dumps(services.values()), str(seconds), keys],
                 stdout=subprocess.PIPE, text=True) for _ in range(THROUGHPUT_CLIENTS)]
-            counts = [client.communicate(timeout=seconds + 60)[0].split() or ["0", "1"]
-                      for client in clients]
+            counts = [client.communicate(timeout=seconds + 60)[0].split() for client in clients]
+            # A client that crashed or printed nothing measured nothing: the row fails.
+            rows[system][f"{keys} broken"] = sum(
+                1 for client, count in zip(clients, counts) if client.returncode != 0 or
+                len(count) != 2)
+            counts = [count if len(count) == 2 else ["0", "0"] for count in counts]
             rows[system][keys] = sum(int(c[0]) for c in counts) / seconds
             rows[system][f"{keys} errors"] = sum(int(c[1]) for c in counts)
         print(f"{SYSTEMS[system].name}: {rows[system]['random']:.0f} cycles/s on random keys, "
@@ -580,11 +591,23 @@ def report(directory, faults, results, speeds, trials, seconds):
         died = [name for system in fault.systems for run in results[(system, fault.name)]
                 for name in run["died"]]
         checks.append((f"{fault.name}: no worker died of an error", not died, ", ".join(died)))
-        if fault.reach != "next grant":
+        if fault.reach == "next grant":
+            for system in fault.systems:
+                grants = [run.get("next_grant_s") for run in results[(system, fault.name)]]
+                bound = fault.bound_s(system)
+                late = [grant for grant in grants if grant is None or grant > bound]
+                checks.append((f"{SYSTEMS[system].name} / {fault.name}: the key was held "
+                               f"again within {bound:.1f} s in every trial", not late,
+                               ", ".join("never" if g is None else f"{g:.1f} s" for g in late)))
+        else:
             how = ("a system without fencing let something through" if fault.reach ==
                    "unfenced" else "two holders overlapped")
             checks.append((f"{fault.name}: {how} (the fault reached its window)",
                            reached[fault.name], ""))
+    for system, row in speeds.items():
+        broken = row["random broken"] + row["hot broken"]
+        checks.append((f"{SYSTEMS[system].name}: every throughput client ran and reported",
+                       not broken, f"{broken} crashed or printed nothing" if broken else ""))
     lines += ["", "Checks:", ""]
     lines += [f"- {'ok' if ok else 'FAIL'}: {name} {detail or ''}".rstrip()
               for name, ok, detail in checks]
