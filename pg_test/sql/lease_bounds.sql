@@ -6,8 +6,10 @@
 -- its holder's release, not another key's first lease, whose sweep reads it.
 \set VERBOSITY terse
 SET client_min_messages = warning;
+-- (Only the SQLSTATE: PostgreSQL 18 words the range check's message with units.)
+\set VERBOSITY sqlstate
 SET fenced_lock.lease_lock_delay = '20d';
-\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
 SET fenced_lock.lease_lock_delay = '1d';
 SHOW fenced_lock.lease_lock_delay;
 SELECT acquire_lease(9, 9, 'squatter', '294276-12-25 00:00:00+00'::timestamptz - now());
