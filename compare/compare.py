@@ -21,6 +21,10 @@ from services import HERE, Clock, Proxies, Services
 
 # The history checker (checker/), built by `make compare`.
 CHECKER = os.path.join(HERE, "..", "target", "checker", "debug", "check-histories")
+# What the checker counts that fencing allows: a holder whose lease ended while it worked may
+# still write before its successor reaches the resource (the successor then reads that
+# write); what fencing must prevent is any other kind.
+CHECKER_OVERLAPS = ("two_holders",)
 from systems import SYSTEMS, TTL_MS
 
 WORKERS = 3
@@ -581,9 +585,11 @@ def report(directory, faults, results, speeds, trials, seconds):
             if system.startswith("fenced"):
                 found = Counter()
                 for run in runs:
-                    found.update(run["checker"] or {})
+                    found.update({kind: n for kind, n in (run["checker"] or {}).items()
+                                  if kind not in CHECKER_OVERLAPS})
                 checks.append((f"{SYSTEMS[system].name} / {fault.name}: the checker finds no "
-                               "violation in the histories", not found, dict(found)))
+                               "repeated or falling token, stale write, token of two holders or "
+                               "lost update in the histories", not found, dict(found)))
         idle = [SYSTEMS[system].name for system in fault.systems
                 if not all(run["writes"] for run in results[(system, fault.name)])]
         checks.append((f"{fault.name}: every trial's workers wrote to the resource", not idle,
