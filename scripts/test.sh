@@ -9,6 +9,8 @@ LOGS=build/test-logs
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
 summaries=()
+# How long each run below took, for the summary's last section.
+timings=()
 total_passed=0 total_failed=0
 
 # Adds one summary line; a suite that failed without any counted failure counts as one.
@@ -28,11 +30,13 @@ cargo_counts() {
 }
 
 run() {
-    local name=$1
+    local name=$1 started=$SECONDS status
     shift
     echo "== $name: $*"
     "$@" 2>&1 | tee "$LOGS/$name.log"
-    return "${PIPESTATUS[0]}"
+    status=${PIPESTATUS[0]}
+    timings+=("$name: $((SECONDS - started)) s")
+    return "$status"
 }
 
 PG=${PG:-15}
@@ -118,6 +122,9 @@ else
     sql_suites "$PG"
 fi
 
+echo
+echo "== time per run"
+printf '%s\n' "${timings[@]}"
 echo
 echo "== summary"
 printf '%s\n' "${summaries[@]}"

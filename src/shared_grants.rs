@@ -123,13 +123,14 @@ impl Slot {
             .store(changes.wrapping_add(2), Ordering::Release);
     }
 
+    /// The slot's words as they are now (whole only if no write overlapped the copy).
+    fn words(&self) -> [u64; WORDS] {
+        (self.published.each_ref()).map(|word| word.load(Ordering::Relaxed))
+    }
+
     /// The grant as its claiming backend last wrote it (only that backend may call this).
     fn own(&self) -> Published {
-        let words = self
-            .published
-            .each_ref()
-            .map(|word| word.load(Ordering::Relaxed));
-        unsafe { Published::from_words(words) }
+        unsafe { Published::from_words(self.words()) }
     }
 
     /// The pid and a copy of the slot's grant, if it is live and did not change while copied
@@ -142,10 +143,7 @@ impl Slot {
         if before % 2 == 1 || pid == 0 {
             return None;
         }
-        let words = self
-            .published
-            .each_ref()
-            .map(|word| word.load(Ordering::Relaxed));
+        let words = self.words();
         fence(Ordering::Acquire);
         if self.changes.load(Ordering::Relaxed) != before {
             return None;

@@ -521,8 +521,7 @@ pub enum Unseen {
 /// unique index's own check has it.
 pub fn unseen_row(lease: &LeaseTable, key: LockKey) -> Unseen {
     unsafe {
-        let mut dirty: pg_sys::SnapshotData = std::mem::zeroed();
-        dirty.snapshot_type = pg_sys::SnapshotType::SNAPSHOT_DIRTY;
+        let mut dirty = dirty_snapshot();
         let dirty: pg_sys::Snapshot = &mut dirty;
         // The dirty snapshot reports the row's inserter while it runs.
         match scan_key(lease, key, dirty, |_| (*dirty).xmin) {
@@ -531,6 +530,15 @@ pub fn unseen_row(lease: &LeaseTable, key: LockKey) -> Unseen {
             Some(_) => Unseen::InProgress,
         }
     }
+}
+
+/// A dirty snapshot (what the unique index's own check uses): committed rows and rows other
+/// transactions are writing, whose running inserter and deleter it reports in `xmin` and
+/// `xmax` after each visibility test. Not an MVCC snapshot, so it takes no SSI predicate lock.
+fn dirty_snapshot() -> pg_sys::SnapshotData {
+    let mut dirty: pg_sys::SnapshotData = unsafe { std::mem::zeroed() };
+    dirty.snapshot_type = pg_sys::SnapshotType::SNAPSHOT_DIRTY;
+    dirty
 }
 
 /// `read` of the row of the lease on `key` that `snapshot` sees, if any, found through the
@@ -649,8 +657,7 @@ fn sweep(table: pg_sys::Oid) {
     let mut rows = Vec::new();
     if pages > 0 {
         unsafe {
-            let mut dirty: pg_sys::SnapshotData = std::mem::zeroed();
-            dirty.snapshot_type = pg_sys::SnapshotType::SNAPSHOT_DIRTY;
+            let mut dirty = dirty_snapshot();
             let dirty: pg_sys::Snapshot = &mut dirty;
             let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN;
             let scan = pg_sys::heap_beginscan(
