@@ -636,7 +636,8 @@ unsafe extern "C-unwind" fn on_transaction_end(
 /// no open transaction, so no other session's call waits on them. The rows are read with a
 /// dirty snapshot (no MVCC snapshot, so no SSI predicate lock on rows the caller never
 /// looked at), and only committed rows that no other transaction is changing are deleted,
-/// each as seen, without waiting. A table whose lock is not free at once is left for later.
+/// each as seen while its page is pinned, without waiting. A table whose lock is not free at
+/// once is left for later.
 fn sweep(table: pg_sys::Oid) {
     let Some(lease) = LeaseTable::open(table, false) else {
         return;
@@ -654,7 +655,6 @@ fn sweep(table: pg_sys::Oid) {
     let retired = |row: &LeaseRow| {
         row.owner.is_none() || row.available_at.is_some_and(|at| at < retired_before)
     };
-    let mut rows = Vec::new();
     if pages > 0 {
         unsafe {
             let mut dirty = dirty_snapshot();
@@ -669,6 +669,7 @@ fn sweep(table: pg_sys::Oid) {
                 flags,
             );
             pg_sys::heap_setscanlimits(scan, start, SWEEP_PAGES.min(pages - start));
+            let cid = pg_sys::GetCurrentCommandId(true);
             loop {
                 let tuple = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
                 if tuple.is_null() {
@@ -681,19 +682,26 @@ fn sweep(table: pg_sys::Oid) {
                     && !pg_sys::TransactionIdIsCurrentTransactionId(
                         (*(*tuple).t_data).t_choice.t_heap.t_xmin,
                     );
+                // Deleted while the scan pins its page, as a DELETE's scan does: with no MVCC
+                // snapshot holding back pruning (the sweep runs at commit), the row's line
+                // pointer could otherwise be pruned and given to a row still being inserted
+                // before the delete came ("attempted to delete invisible tuple").
                 if settled && retired(&LeaseRow::read(&lease, tuple)) {
-                    rows.push((*tuple).t_self);
+                    let mut row = (*tuple).t_self;
+                    let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
+                    let crosscheck = std::ptr::null_mut();
+                    pg_sys::heap_delete(
+                        heap,
+                        &mut row,
+                        cid,
+                        crosscheck,
+                        false,
+                        &mut failure,
+                        false,
+                    );
                 }
             }
             pg_sys::heap_endscan(scan);
-        }
-    }
-    for mut row in rows {
-        unsafe {
-            let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
-            let cid = pg_sys::GetCurrentCommandId(true);
-            let snapshot = std::ptr::null_mut();
-            pg_sys::heap_delete(heap, &mut row, cid, snapshot, false, &mut failure, false);
         }
     }
     lease.close();
