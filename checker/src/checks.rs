@@ -13,12 +13,15 @@ pub enum Kind {
     /// The tokens granted for a key are no linearizable counter: a grant that began after
     /// another had ended got a token that is not larger (a repeated token too).
     TokensNotLinearizable,
+    /// One token granted twice, on any keys: the tokens are one sequence, never issued twice.
+    TokenRepeated,
     /// porcupine-rs did not decide within its time limit (counted as a failure: a check that
     /// cannot decide proves nothing).
     Undecided,
     /// The resource accepted a write whose token is below one it had accepted before.
     StaleWriteAccepted,
-    /// The resource accepted writes with one token from two holders.
+    /// The resource accepted writes with one token from two holders (a holder is a worker
+    /// and its grant), on any keys.
     TokenOfTwoHolders,
     /// An accepted write had not read the value of the accepted write before it (in the
     /// resource's commit order): an update was lost.
@@ -31,6 +34,7 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::TokensNotLinearizable => "tokens_not_linearizable",
+            Kind::TokenRepeated => "token_repeated",
             Kind::Undecided => "undecided",
             Kind::StaleWriteAccepted => "stale_write_accepted",
             Kind::TokenOfTwoHolders => "token_of_two_holders",
@@ -40,11 +44,25 @@ impl Kind {
     }
 }
 
+impl Kind {
+    /// What a resource cannot undo once it happened (two holders at once happen with any
+    /// lease: the resource refuses the older one's writes).
+    pub fn harmful(self) -> bool {
+        matches!(
+            self,
+            Kind::StaleWriteAccepted | Kind::LostUpdate | Kind::TokenOfTwoHolders
+        )
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Violation {
     pub kind: Kind,
     pub key: String,
     pub detail: String,
+    /// The resource's commit that violated the rule, where one did: one commit can break
+    /// several rules and is still one event.
+    pub commit: Option<u64>,
 }
 
 /// How long porcupine-rs may search one key's history.
@@ -53,9 +71,19 @@ const LINEARIZABILITY_LIMIT: Duration = Duration::from_secs(30);
 /// Every violation in `history`.
 pub fn check(history: &History) -> Vec<Violation> {
     let mut violations = tokens_linearizable(history);
+    violations.extend(tokens_repeated(history));
     violations.extend(resource_rules(history));
     violations.extend(two_holders(history));
     violations
+}
+
+/// What got through to the resource, as events: a commit that broke several harmful rules
+/// (a stale write accepted is a lost update too) is one event.
+pub fn harmful_events(violations: &[Violation]) -> usize {
+    let mut commits = std::collections::HashSet::new();
+    (violations.iter().filter(|v| v.kind.harmful()))
+        .filter(|v| v.commit.is_none_or(|seq| commits.insert(seq)))
+        .count()
 }
 
 /// The tokens of a key as a counter that only rises: each grant's token is above the one
@@ -108,7 +136,32 @@ fn tokens_linearizable(history: &History) -> Vec<Violation> {
             kind,
             key: key.to_string(),
             detail: format!("{} grants", operations.len()),
+            commit: None,
         });
+    }
+    violations
+}
+
+/// Completed grants of one token, on any keys (porcupine-rs sees one key at a time).
+fn tokens_repeated(history: &History) -> Vec<Violation> {
+    let mut first: HashMap<i64, &Operation> = HashMap::new();
+    let mut violations = Vec::new();
+    for op in grants(history) {
+        let token = op.token.expect("a grant has a token");
+        match first.get(&token) {
+            None => {
+                first.insert(token, op);
+            }
+            Some(earlier) => violations.push(Violation {
+                kind: Kind::TokenRepeated,
+                key: op.key.clone(),
+                detail: format!(
+                    "token {token} granted to {} on {} and to {} on {}",
+                    earlier.worker, earlier.key, op.worker, op.key
+                ),
+                commit: None,
+            }),
+        }
     }
     violations
 }
@@ -147,6 +200,7 @@ fn resource_rules(history: &History) -> Vec<Violation> {
                             "commit {} by {} with token {token} after commit {} with token {top}",
                             commit.seq, commit.worker, before.seq
                         ),
+                        commit: Some(commit.seq),
                     });
                 }
                 if highest.is_none_or(|(top, _)| token > top) {
@@ -161,27 +215,33 @@ fn resource_rules(history: &History) -> Vec<Violation> {
                         "commit {} by {} read {} where the value was {value}",
                         commit.seq, commit.worker, commit.read
                     ),
+                    commit: Some(commit.seq),
                 });
             }
             value = commit.value;
         }
     }
-    // One holder per token: the resource's commits and the writes workers saw accepted.
-    let mut holders: HashMap<(&str, i64), &str> = HashMap::new();
+    // One holder per token, on any keys: the resource's commits, and the writes workers saw
+    // accepted (a holder is a worker and its grant; without the grant, the worker).
+    let mut holders: HashMap<i64, (&str, Option<i64>)> = HashMap::new();
     let written = (history.commits.iter())
-        .filter_map(|commit| Some((commit.key.as_str(), commit.token?, commit.worker.as_str())))
+        .filter_map(|c| Some((c.token?, (c.worker.as_str(), c.grant), Some(c.seq), &c.key)))
         .chain(
             accepted_writes(history)
-                .filter_map(|op| Some((op.key.as_str(), op.token?, op.worker.as_str()))),
+                .filter_map(|op| Some((op.token?, (op.worker.as_str(), op.grant), None, &op.key))),
         );
     let mut reported = std::collections::HashSet::new();
-    for (key, token, worker) in written {
-        let first = *holders.entry((key, token)).or_insert(worker);
-        if first != worker && reported.insert((key, token)) {
+    for (token, holder, seq, key) in written {
+        let first = *holders.entry(token).or_insert(holder);
+        if first != holder && reported.insert(token) {
             violations.push(Violation {
                 kind: Kind::TokenOfTwoHolders,
-                key: key.to_string(),
-                detail: format!("token {token} accepted from {first} and {worker}"),
+                key: key.clone(),
+                detail: format!(
+                    "token {token} accepted from {} (grant {:?}) and {} (grant {:?})",
+                    first.0, first.1, holder.0, holder.1
+                ),
+                commit: seq,
             });
         }
     }
@@ -226,6 +286,7 @@ fn two_holders(history: &History) -> Vec<Violation> {
                         "{} (granted at {}) and {} (granted at {}) held it at once",
                         a.2, a.0, b.2, b.0
                     ),
+                    commit: None,
                 });
             }
         }

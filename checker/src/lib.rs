@@ -9,7 +9,7 @@
 pub mod checks;
 pub mod history;
 
-pub use checks::{check, Kind, Violation};
+pub use checks::{check, harmful_events, Kind, Violation};
 pub use history::{History, Malformed};
 
 #[cfg(test)]

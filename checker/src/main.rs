@@ -1,9 +1,9 @@
 //! `check-histories [--report] FILE...`: checks each history file and prints one JSON line per
-//! file: its operations and commits, and its violations by kind (with the first few in
-//! words). Exits 1 when any file has a violation (never with --report, for the systems whose
+//! file: its operations and commits, its violations by kind (with the first few in words),
+//! and how many events got through to the resource (commits that broke a harmful rule). Exits 1 when any file has a violation (never with --report, for the systems whose
 //! violations are the result), 2 when a file cannot be read or is not a history.
 
-use fenced_lock_checker::{check, History, Kind};
+use fenced_lock_checker::{check, harmful_events, History, Kind};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
@@ -47,6 +47,7 @@ fn main() -> ExitCode {
                 "violations": by_kind,
                 "examples": examples,
                 "undecided": undecided,
+                "harmful_events": harmful_events(&violations),
             })
         );
         violated |= !violations.is_empty();

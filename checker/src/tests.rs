@@ -2,7 +2,7 @@
 //! that are legal (concurrent grants in any order, indeterminate operations, a refused stale
 //! write) pass. A checker that passed every history would fail here.
 
-use crate::{check, History, Kind};
+use crate::{check, harmful_events, History, Kind};
 use serde_json::json;
 
 /// A history under construction: events as the workers and the resource write them.
@@ -11,6 +11,8 @@ struct Trial {
     lines: Vec<String>,
     next_op: u64,
     seq: u64,
+    /// Each worker's latest grant (its completion time), which its writes name.
+    grants: std::collections::HashMap<String, i64>,
 }
 
 impl Trial {
@@ -49,6 +51,7 @@ impl Trial {
     }
 
     fn grant(&mut self, worker: (&str, u32), key: &str, at: (i64, i64), token: i64) {
+        self.grants.insert(worker.0.to_string(), at.1);
         self.op(
             worker,
             "acquire",
@@ -70,14 +73,15 @@ impl Trial {
         (read, value): (i64, i64),
         accepted: bool,
     ) {
-        let fields = json!({"token": token, "value": value, "accepted": accepted});
+        let grant = self.grants.get(worker.0).copied();
+        let fields = json!({"token": token, "value": value, "accepted": accepted, "grant": grant});
         self.op(worker, "write", key, (at.0, Some(at.1)), "ok", fields);
         if accepted {
             self.seq += 1;
             self.event(
                 json!({"type": "commit", "f": "write", "key": key, "seq": self.seq,
                               "worker": worker.0, "token": token, "read": read,
-                              "value": value}),
+                              "value": value, "grant": grant}),
             );
         }
     }
@@ -116,7 +120,20 @@ fn a_repeated_token_is_not_linearizable() {
     let mut trial = Trial::default();
     trial.grant(A, "k", (0, 10), 100);
     trial.grant(B, "k", (20, 30), 100);
-    assert_eq!(trial.kinds(), vec![Kind::TokensNotLinearizable]);
+    assert_eq!(
+        trial.kinds(),
+        vec![Kind::TokensNotLinearizable, Kind::TokenRepeated]
+    );
+}
+
+#[test]
+fn a_token_repeated_on_another_key_is_caught() {
+    // After a failover that lost tokens: the rest of the application's key got 100 before
+    // it, the hot key gets 100 again. Each key's tokens alone rise.
+    let mut trial = Trial::default();
+    trial.grant(A, "rest", (0, 10), 100);
+    trial.grant(B, "k", (20, 30), 100);
+    assert_eq!(trial.kinds(), vec![Kind::TokenRepeated]);
 }
 
 #[test]
@@ -194,6 +211,38 @@ fn one_token_from_two_holders_is_caught() {
     trial.write(A, "k", (20, 30), 7, (0, 1), true);
     trial.write(B, "k", (40, 50), 7, (1, 2), true);
     assert_eq!(trial.kinds(), vec![Kind::TokenOfTwoHolders]);
+}
+
+#[test]
+fn one_token_granted_to_one_worker_twice_is_two_holders() {
+    // A worker's second grant (another key, after a failover) repeats its first token: its
+    // writes under each grant are two holders' writes.
+    let mut trial = Trial::default();
+    trial.grant(A, "k", (0, 10), 7);
+    trial.write(A, "k", (20, 30), 7, (0, 1), true);
+    trial.grant(A, "j", (40, 50), 7);
+    trial.write(A, "j", (60, 70), 7, (0, 1), true);
+    assert_eq!(
+        trial.kinds(),
+        vec![Kind::TokenRepeated, Kind::TokenOfTwoHolders]
+    );
+}
+
+#[test]
+fn one_commit_that_breaks_several_rules_is_one_event() {
+    // The accepted stale write is also a lost update: one event through to the resource.
+    let mut trial = Trial::default();
+    trial.grant(A, "k", (0, 10), 100);
+    trial.grant(B, "k", (40, 50), 101);
+    trial.write(B, "k", (60, 70), 101, (0, 1), true);
+    trial.write(A, "k", (80, 90), 100, (0, 1), true);
+    let history = History::parse(&trial.lines.join("\n")).unwrap();
+    assert_eq!(harmful_events(&check(&history)), 1);
+    assert_eq!(harmful_events(&check(&two_turns_history())), 0);
+}
+
+fn two_turns_history() -> History {
+    History::parse(&two_turns().lines.join("\n")).unwrap()
 }
 
 #[test]
