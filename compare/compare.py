@@ -13,11 +13,13 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import Counter, defaultdict
 
 import psycopg2
 
-from services import HERE, Clock, Proxies, Services
+from services import ADVISED_TCP, HERE, Clock, Services
+from systems import BASE, CONNECTION_BOUND, FENCED_LOCK, SYSTEMS, THROUGHPUT, TTL_MS
 
 # The history checker (checker/), built by `make compare`.
 CHECKER = os.path.join(HERE, "..", "target", "checker", "debug", "check-histories")
@@ -25,7 +27,6 @@ CHECKER = os.path.join(HERE, "..", "target", "checker", "debug", "check-historie
 # still write before its successor reaches the resource (the successor then reads that
 # write); what fencing must prevent is any other kind.
 CHECKER_OVERLAPS = ("two_holders",)
-from systems import SYSTEMS, TTL_MS
 
 WORKERS = 3
 HOT_KEYS = [1, 2]
@@ -33,6 +34,21 @@ HOT_KEYS = [1, 2]
 OTHER_KEYS = list(range(100, 164))
 WARM_S = 0.5
 PG_SYSTEMS = ("by-hand", "fenced-xact", "fenced-lease", "fenced-leader")
+# PostgreSQL's defaults for its TCP settings (0: the kernel's), for a lost host's second cell.
+DEFAULT_TCP = {name: 0 for name in ADVISED_TCP}
+# How long after the fault every hot key must again have an accepted write (liveness).
+LIVENESS_S = 15
+
+
+def idle_timeout_ms(work_ms):
+    """The README's idle_in_transaction_session_timeout for work inside a transaction: above
+    the longest work (twice it, at least 1 s), so that only a stalled holder is ended."""
+    return max(1000, 2 * work_ms)
+
+
+def kernel_setting(name):
+    with open(f"/proc/sys/net/ipv4/{name}") as setting:
+        return int(setting.read())
 
 
 class Trial:
@@ -42,7 +58,9 @@ class Trial:
         self.directory, self.number = directory, number
         self.services, self.system, self.fault = services, system, fault
         self.work_ms = fault.work_ms
+        self.idle_timeout_ms = idle_timeout_ms(self.work_ms)
         self.row_base = number * 10
+        self.fault_key = self.fault_start = self.fault_end = self.killed = None
         self.logs = [os.path.join(directory, f"t{number}-w{i}.events") for i in
                      range(WORKERS)]
         with psycopg2.connect(services.resource_dsn) as conn:
@@ -53,7 +71,7 @@ class Trial:
         conn.close()
         fault.prepare(self)
         self.workers = [self.spawn(f"w{i}", str(self.row_base), self.work_ms, path, HOT_KEYS,
-                                   fault.endpoints(self, i))
+                                   fault.endpoints(self, i), i if fault.namespaced else None)
                         for i, path in enumerate(self.logs)]
         self.token_logs = list(self.logs)
         if fault.background:
@@ -61,13 +79,26 @@ class Trial:
             self.workers.append(self.spawn("rest", "none", 0, self.token_logs[-1], OTHER_KEYS,
                                            fault.endpoints(self, None)))
 
-    def spawn(self, name, row_base, work_ms, path, keys, endpoints):
+    def application_name(self, worker):
+        return f"compare-t{self.number}-{worker}"
+
+    def spawn(self, name, row_base, work_ms, path, keys, endpoints, namespace=None):
+        """A worker process; in network namespace `namespace` when given, reaching the lock
+        services over TCP through it."""
         values = {**self.services.values(), **endpoints}
-        return subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "worker.py"), self.system, name,
-             json.dumps(values), row_base, str(work_ms), path, *map(str, keys)],
-            stdout=subprocess.DEVNULL, stderr=open(path + ".stderr", "ab"),
-            stdin=subprocess.DEVNULL)
+        if namespace is not None:
+            values.update(self.services.values_in_namespace(namespace))
+        settings = {"idle_in_transaction_session_timeout": self.idle_timeout_ms,
+                    **(DEFAULT_TCP if self.fault.server_defaults else {})}
+        options = " ".join(f"-c {name}={value}" for name, value in settings.items())
+        values["lock_dsn"] += (f" application_name={self.application_name(name)}"
+                               f" options='{options}'")
+        argv = [sys.executable, os.path.join(HERE, "worker.py"), self.system, name,
+                json.dumps(values), row_base, str(work_ms), path, *map(str, keys)]
+        if namespace is not None:
+            argv = self.services.namespaces.command(namespace, argv)
+        return subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                stderr=open(path + ".stderr", "ab"), stdin=subprocess.DEVNULL)
 
     def holder(self, timeout=10, since=0):
         """A worker that was granted a key (after `since`) less than a quarter of its work ago
@@ -83,10 +114,42 @@ class Trial:
             time.sleep(0.002)
         raise RuntimeError("no worker was seen holding a key")
 
-    def wait_out_work(self):
-        """Until the holders at the fault have written and their successors hold the key
-        (`stop` lets every worker finish the cycle it is in, write included)."""
-        time.sleep(self.work_ms / 1000 + 1.5)
+    def hit(self, key):
+        """The fault reaches the holder of `key` now."""
+        self.fault_key, self.fault_start = key, time.monotonic_ns()
+
+    def ended(self):
+        """The fault is over now (what it stopped, restarted or cut is back)."""
+        self.fault_end = time.monotonic_ns()
+
+    def next_grant_s(self, since=None):
+        """Seconds from the fault (or `since`) to the first grant of its key after it, or
+        None."""
+        since = self.fault_start if since is None else since
+        grants = [int(line[4]) for path in self.token_logs for line in read_lines(path)
+                  if line[0] == "G" and int(line[2]) == self.fault_key and int(line[4]) > since]
+        return (min(grants) - since) / 1e9 if grants else None
+
+    def live_keys(self):
+        """The hot keys with an accepted write granted after the fault ended."""
+        with psycopg2.connect(self.services.resource_dsn) as conn:
+            cursor = conn.cursor()
+            cursor.execute("SELECT DISTINCT id - %s FROM writes WHERE id >= %s AND id < %s "
+                           "AND accepted AND granted_ns > %s",
+                           (self.row_base, self.row_base, self.row_base + 10, self.fault_end))
+            live = {row[0] for row in cursor.fetchall()}
+        conn.close()
+        return live
+
+    def await_liveness(self):
+        """Until every hot key has an accepted write granted after the fault ended (at most
+        LIVENESS_S and two work times); whether each did."""
+        deadline = time.monotonic() + LIVENESS_S + 2 * self.work_ms / 1000
+        while time.monotonic() < deadline:
+            if self.live_keys() >= set(HOT_KEYS):
+                return True
+            time.sleep(0.1)
+        return False
 
     def stop(self):
         for process in self.workers:
@@ -94,33 +157,42 @@ class Trial:
                 os.kill(process.pid, signal.SIGCONT)
                 process.terminate()
         for process in self.workers:
-            process.wait(timeout=10)
-        # A worker that raised stopped measuring (its traceback is in its .stderr); SIGKILL
-        # is the holder-killed fault's own.
+            process.wait(timeout=30)
+        # A worker that raised stopped measuring (its traceback is in its .stderr); only the
+        # holder a fault killed is excused.
         self.died = [os.path.basename(path) for process, path in zip(self.workers,
                                                                      self.token_logs)
-                     if process.returncode not in (0, -signal.SIGKILL)]
+                     if process.returncode != 0 and process is not self.killed]
         self.fault.clean_up(self)
 
 
 def last_grant_or_write(path):
     for line in reversed(read_lines(path)):
-        if line[0] in "GW":
+        if line[0] in "GWA":
             return line
     return None
 
 
 class Fault:
-    """One column of the table: the systems it applies to, the holders' work time (ms), what
-    shows that it reached its window, whether the rest of the application draws tokens on
-    other keys meanwhile, and what it does to a trial."""
+    """One column of the table: the systems it applies to, the holders' work time (ms), the
+    fenced_lock cells whose fault frees the lock (each must show two holders or a refused
+    write in some trial, else it missed its window), whether the rest of the application
+    draws tokens on other keys meanwhile, whether the workers run in network namespaces of
+    their own, and what it does to a trial."""
 
     work_ms = 300
-    systems = tuple(SYSTEMS)
-    # "unfenced": a system without fencing let something through; "overlap": two holders at
-    # once in some cell (no system without fencing applies); "next grant": measured instead.
-    reach = "unfenced"
+    systems = BASE
+    frees = ()
     background = False
+    namespaced = False
+    # The lock server's TCP settings left at PostgreSQL's defaults for this column's workers.
+    server_defaults = False
+    # Measured by the time to the next grant instead, within `bound_s(system)`.
+    measured = False
+
+    def expect_held(self, system):
+        """Whether a measured cell's key must still be held at the cap (a control)."""
+        return False
 
     def prepare(self, trial):
         """Before the workers start."""
@@ -131,7 +203,8 @@ class Fault:
         return {}
 
     def run(self, trial):
-        """The fault itself; returns what it measured."""
+        """The fault itself: calls trial.hit() and trial.ended(); returns what it
+        measured."""
         return {}
 
     def clean_up(self, trial):
@@ -140,50 +213,132 @@ class Fault:
 
 class Paused(Fault):
     """The GC-pause case: the holder is stopped for 2 x TTL inside its critical section, then
-    resumes and writes."""
+    resumes and writes. The transaction lock's server ends the stalled session after its
+    idle_in_transaction_session_timeout (twice the work)."""
 
     name = "holder paused past its TTL"
+    frees = ("fenced-lease", "fenced-xact")
 
     def run(self, trial):
-        process, _, _ = trial.holder()
+        process, key, _ = trial.holder()
         process.send_signal(signal.SIGSTOP)
+        trial.hit(key)
         time.sleep(2 * TTL_MS / 1000)
         process.send_signal(signal.SIGCONT)
-        time.sleep(trial.work_ms / 1000 * 3)
+        trial.ended()
         return {}
+
+
+def lease_bound_s(system):
+    """How soon another worker must hold a dead holder's key when its lock is a lease: the TTL
+    (etcd grants the 1 s TTL as 2 s) and a margin for the next worker's retry."""
+    return (2 if system == "etcd" else TTL_MS / 1000) + 1.5
 
 
 class Killed(Fault):
     """kill -9 of the holder: how long until another worker holds its key."""
 
-    name, reach = "holder killed", "next grant"
+    name, measured = "holder killed", True
 
     @staticmethod
     def bound_s(system):
-        """How soon another worker must hold the key: the system's lease (etcd grants the
-        1 s TTL as 2 s; a session or transaction lock ends with its connection, at once)
-        and a margin for the next worker's retry; a trial without a grant by then fails."""
-        return (2 if system == "etcd" else TTL_MS / 1000) + 1.5
+        """A session's or a transaction's lock ends with its connection, which the dying
+        process' kernel closes: within the margin alone."""
+        return 1.5 if system in CONNECTION_BOUND else lease_bound_s(system)
 
     def run(self, trial):
         process, key, _ = trial.holder()
         process.send_signal(signal.SIGKILL)
-        killed_at = time.monotonic_ns()
-        time.sleep(self.bound_s("etcd") + 0.5)
-        grants = [int(line[4]) for path in trial.logs for line in read_lines(path)
-                  if line[0] == "G" and int(line[2]) == key and int(line[4]) > killed_at]
-        return {"next_grant_s": (min(grants) - killed_at) / 1e9 if grants else None}
+        trial.killed = process
+        trial.hit(key)
+        trial.ended()
+        deadline = time.monotonic() + self.bound_s(trial.system) + 0.5
+        while time.monotonic() < deadline and trial.next_grant_s() is None:
+            time.sleep(0.05)
+        return {"unavailable_s": trial.next_grant_s()}
+
+
+class LostHost(Fault):
+    """The holder's host lost: its network namespace cut off (every packet dropped, both
+    ways), then the holder killed, so that no FIN or RST ever reaches the lock service. How
+    long the key stays unavailable: a lease ends with its TTL, a transaction's lock with
+    idle_in_transaction_session_timeout, a session's lock when the lock server gives up on
+    the connection, which its TCP settings decide: here as the README advises; in the second
+    column at PostgreSQL's defaults, where the harness ends the dead session at the cap, as an
+    operator would."""
+
+    measured, namespaced = True, True
+
+    def __init__(self, server_defaults=False):
+        self.server_defaults = server_defaults
+        if server_defaults:
+            self.name, self.systems = "lost host, PostgreSQL's TCP defaults", CONNECTION_BOUND
+        else:
+            self.name = "lost host"
+
+    def bound_s(self, system):
+        """A transaction's lock ends with idle_in_transaction_session_timeout (not a TCP
+        setting); a session's, with the advised settings, when keepalives give an idle
+        connection up (idle + interval x count) or tcp_user_timeout one with unacknowledged
+        data; a lease with its TTL; each with the margin. At PostgreSQL's TCP defaults a
+        session's lock must still be held at the cap."""
+        if system == "fenced-xact":
+            return idle_timeout_ms(self.work_ms) / 1000 + 1.5
+        if system not in CONNECTION_BOUND:
+            return lease_bound_s(system)
+        keepalive = (ADVISED_TCP["tcp_keepalives_idle"] + ADVISED_TCP["tcp_keepalives_interval"]
+                     * ADVISED_TCP["tcp_keepalives_count"])
+        return max(keepalive, ADVISED_TCP["tcp_user_timeout"] / 1000) + 1.5
+
+    def expect_held(self, system):
+        return self.server_defaults and system in CONNECTION_BOUND and system != "fenced-xact"
+
+    def cap_s(self, system):
+        return self.bound_s(system) + 3
+
+    def run(self, trial):
+        process, key, _ = trial.holder()
+        index = trial.workers.index(process)
+        trial.services.namespaces.cut(index)
+        process.send_signal(signal.SIGKILL)
+        trial.killed, trial.lost_namespace = process, index
+        trial.hit(key)
+        deadline = time.monotonic() + self.cap_s(trial.system)
+        while time.monotonic() < deadline and trial.next_grant_s() is None:
+            time.sleep(0.05)
+        unavailable = trial.next_grant_s()
+        if self.server_defaults:
+            ended = trial.services.end_sessions(trial.application_name(f"w{index}"))
+            trial.ended()
+            return {"unavailable_s": unavailable, "capped_at_s": self.cap_s(trial.system),
+                    "sessions_ended": ended}
+        trial.fault_end = trial.fault_start
+        return {"unavailable_s": unavailable}
+
+    def clean_up(self, trial):
+        if getattr(trial, "lost_namespace", None) is not None:
+            trial.services.namespaces.restore(trial.lost_namespace)
 
 
 def bare_majority(trial):
     """Redlock's documented weakness, set up: two of the five nodes are down while a worker
-    locks, so that it holds a bare majority of three, and come back empty."""
+    locks, so that it holds a bare majority of three, and come back empty (with the delayed
+    restart, a TTL after they went down)."""
     nodes = trial.services.redlock
     for node in nodes[3:]:
         node.kill()
-    trial.holder(since=time.monotonic_ns())
+    down_at = time.monotonic()
+    _, key, _ = trial.holder(since=time.monotonic_ns())
+    if trial.system == "redlock-delayed":
+        time.sleep(max(0, down_at + REDLOCK_DELAY_S - time.monotonic()))
     for node in nodes[3:]:
         node.start()
+    return key
+
+
+# How long a restarted Redlock node stays down first, as its specification prescribes: at
+# least the TTL (here with a tenth more).
+REDLOCK_DELAY_S = TTL_MS / 1000 * 1.1
 
 
 class Restarted(Fault):
@@ -193,21 +348,30 @@ class Restarted(Fault):
     outlasts the restart."""
 
     name, work_ms = "lock service restart", 3000
+    frees = FENCED_LOCK
+    systems = BASE + ("redis-aof", "redlock-delayed")
 
     def run(self, trial):
-        services = trial.services
-        if trial.system == "redlock":
-            bare_majority(trial)
-            services.redlock[0].restart()
+        services, family = trial.services, SYSTEMS[trial.system].family
+        if family == "redlock":
+            trial.hit(bare_majority(trial))
+            if trial.system == "redlock-delayed":
+                services.redlock[0].kill()
+                time.sleep(REDLOCK_DELAY_S)
+                services.redlock[0].start()
+            else:
+                services.redlock[0].restart()
         else:
-            trial.holder()
-            if trial.system == "redis":
+            trial.hit(trial.holder()[1])
+            if trial.system == "redis-aof":
+                services.redis_aof.restart(keep_data=True)
+            elif family == "redis":
                 services.redis.restart()
-            elif trial.system == "etcd":
+            elif family == "etcd":
                 services.etcd.restart(0)
             else:
                 services.crash_lock_server()
-        trial.wait_out_work()
+        trial.ended()
         return {}
 
 
@@ -219,25 +383,33 @@ class Failover(Fault):
     application goes on taking other keys. The holders' work outlasts the failover."""
 
     name, work_ms, background = "failover", 4000, True
-    systems = ("redis", "etcd") + PG_SYSTEMS
+    systems = ("redis", "redis-careful", "redis-wait", "etcd") + PG_SYSTEMS + ("fenced-control",)
+    frees = FENCED_LOCK
     synchronous = False
 
     def prepare(self, trial):
         name, services = f"t{trial.number}", trial.services
-        trial.replicated = (services.redis_with_sentinels(name) if trial.system == "redis" else
-                            services.etcd_leader() if trial.system == "etcd" else
-                            services.postgres_with_standby(name, self.synchronous))
+        settings = getattr(SYSTEMS[trial.system], "SETTINGS", ())
+        family = SYSTEMS[trial.system].family
+        trial.replicated = (services.redis_with_sentinels(name) if family == "redis" else
+                            services.etcd_leader() if family == "etcd" else
+                            services.postgres_with_standby(name, self.synchronous, settings))
 
     def endpoints(self, trial, worker):
         return trial.replicated.values()
 
     def run(self, trial):
-        if not self.synchronous:
+        # WAIT takes no lock while the replica lags: its holder locks first, then the lag
+        # begins (its renewals then reach the primary alone).
+        waits = trial.system == "redis-wait"
+        if not self.synchronous and not waits:
             trial.replicated.hold_back()
-        trial.holder(since=time.monotonic_ns())
+        trial.hit(trial.holder(since=time.monotonic_ns())[1])
+        if waits:
+            trial.replicated.hold_back()
         time.sleep(0.5)
         trial.replicated.fail()
-        trial.wait_out_work()
+        trial.ended()
         return {}
 
     def clean_up(self, trial):
@@ -248,77 +420,87 @@ class SynchronousFailover(Failover):
     """The PostgreSQL primary crashed while a lock is held, its synchronous standby
     promoted."""
 
-    name, synchronous, reach = "failover to a synchronous standby", True, "overlap"
+    name, synchronous = "failover to a synchronous standby", True
     systems, work_ms = PG_SYSTEMS, 2000
 
 
 class ClockJump(Fault):
     """A lock server's wall clock jumps forward a minute (libfaketime) while a lock is held:
-    the single Redis, or one of a Redlock bare majority's nodes."""
+    the single Redis, one of a Redlock bare majority's nodes, or the PostgreSQL server of
+    fenced_lock's lease (its expiry is on the database's clock, so the lease ends at once)."""
 
     name, work_ms = "clock jump", 3000
-    systems = ("redis", "redlock")
+    systems = ("redis", "redis-careful", "redlock", "redlock-careful", "fenced-lease")
+    frees = ("fenced-lease",)
 
     def prepare(self, trial):
         trial.clock = Clock(trial.directory, f"t{trial.number}")
-        trial.skewed = (trial.services.redis if trial.system == "redis"
+        family = SYSTEMS[trial.system].family
+        if family == "postgres":
+            trial.skewed = trial.services.postgres_on_clock(f"t{trial.number}-lock", trial.clock)
+            return
+        trial.skewed = (trial.services.redis if family == "redis"
                         else trial.services.redlock[0])
         trial.skewed.restart(trial.clock)
 
+    def endpoints(self, trial, worker):
+        return trial.skewed.values() if SYSTEMS[trial.system].family == "postgres" else {}
+
     def run(self, trial):
-        if trial.system == "redlock":
-            bare_majority(trial)
-        else:
-            trial.holder()
+        trial.hit(bare_majority(trial) if SYSTEMS[trial.system].family == "redlock"
+                  else trial.holder()[1])
         trial.clock.jump(60)
-        trial.wait_out_work()
+        trial.ended()
         return {}
 
     def clean_up(self, trial):
-        trial.skewed.restart()
+        if SYSTEMS[trial.system].family == "postgres":
+            trial.skewed.stop()
+        else:
+            trial.skewed.restart()
 
 
 class Partitioned(Fault):
-    """The holder cut off from its lock service (its own proxies blackholed: no byte passes,
-    no connection is reset) for 3 x TTL, while the resource stays reachable; it goes on with
-    its work, which outlasts the TTL, and writes."""
+    """The holder cut off from its lock service for 4 x TTL: its network namespace's packets
+    dropped both ways (nothing passes, nothing is acknowledged), while the resource stays
+    reachable on its Unix socket; it goes on with its work, which outlasts the partition, and
+    writes. The lock server gives a session up after its keepalives (3 s here)."""
 
-    name, work_ms = "partition", 2500
-
-    def prepare(self, trial):
-        trial.proxies = [Proxies(trial.services, f"t{trial.number}-w{i}")
-                         for i in range(WORKERS)]
-
-    def endpoints(self, trial, worker):
-        return trial.proxies[worker].values()
+    name, work_ms, namespaced = "partition", 5000, True
+    frees = FENCED_LOCK
 
     def run(self, trial):
-        process, _, _ = trial.holder()
-        proxy = trial.proxies[trial.workers.index(process)].proxy
-        proxy.blackhole()
-        time.sleep(3 * TTL_MS / 1000)
-        proxy.restore()
-        time.sleep(1)
+        process, key, _ = trial.holder()
+        index = trial.workers.index(process)
+        trial.services.namespaces.cut(index)
+        trial.hit(key)
+        time.sleep(4 * TTL_MS / 1000)
+        trial.services.namespaces.restore(index)
+        trial.ended()
         return {}
 
-    def clean_up(self, trial):
-        for proxied in trial.proxies:
-            proxied.proxy.stop()
 
-
-FAULTS = [Paused(), Killed(), Restarted(), Failover(), SynchronousFailover(), ClockJump(),
-          Partitioned()]
+FAULTS = [Paused(), Killed(), LostHost(), LostHost(server_defaults=True), Restarted(),
+          Failover(), SynchronousFailover(), ClockJump(), Partitioned()]
+# The cells whose system is unavailable after the fault by its design, and why.
+UNAVAILABLE_AFTER = {
+    ("redis-wait", "failover"): "WAIT 1 needs a replica's acknowledgement, and the promoted "
+                                "replica has none: no lock is granted until a replica joins",
+}
 # Why a system has no cell in a column.
 NOT_APPLICABLE = {
+    "the variant rows": "Redis with AOF and Redlock's delayed restart are about a restart, "
+                        "Redis with WAIT about a failover: each runs in that column only.",
+    "lost host, PostgreSQL's TCP defaults": "only a lock that lives as long as its "
+                                            "connection depends on the lock server's TCP "
+                                            "settings.",
     "failover": "Redlock's five nodes are independent masters: there is nothing to fail "
                 "over to.",
     "failover to a synchronous standby": "Redis replicates asynchronously (WAIT narrows the "
                                          "window, it does not make a failover wait); etcd's "
                                          "Raft log is the failover column's own.",
     "clock jump": "etcd times its leases on Go's monotonic clock; PostgreSQL's session and "
-                  "transaction locks have no time in them. fenced_lock's lease expires on the "
-                  "database clock, so a jump there ends it early, as a pause does: the "
-                  "resource refuses the late holder as in the pause column (not run here).",
+                  "transaction locks have no time in them.",
 }
 
 
@@ -331,47 +513,44 @@ def read_lines(path):
 
 
 def analyse(trial, measured):
-    """Two holders at once (overlapping grant-to-write intervals on one key), stale writes
-    accepted (a write accepted after a later holder's), lost updates (accepted increments the
-    counter does not show) and tokens repeated, from the resource's own record."""
+    """What the trial's history says (check_history) and what the resource recorded: writes,
+    writes refused, liveness after the fault, the errors the workers met by code, and what
+    the fault measured."""
     with psycopg2.connect(trial.services.resource_dsn) as conn:
         cursor = conn.cursor()
-        cursor.execute("SELECT id, worker, token, granted_ns, wrote_ns, accepted FROM writes "
-                       "WHERE id >= %s AND id < %s ORDER BY seq",
-                       (trial.row_base, trial.row_base + 10))
-        writes = cursor.fetchall()
-        cursor.execute("SELECT id, value FROM counters WHERE id >= %s AND id < %s",
-                       (trial.row_base, trial.row_base + 10))
-        final = dict(cursor.fetchall())
-    by_row = defaultdict(list)
-    for write in writes:
-        by_row[write[0]].append(write)
-    overlaps = stale = lost = 0
-    for row, row_writes in by_row.items():
-        intervals = sorted((w[3], w[4], w[1]) for w in row_writes)
-        for i, (start, end, worker) in enumerate(intervals):
-            if any(other < end and o_worker != worker for other, _, o_worker in intervals[i + 1:]):
-                overlaps += 1
-        latest_grant = None
-        for _, _, _, granted, _, accepted in row_writes:
-            if not accepted:
-                continue
-            if latest_grant is not None and granted < latest_grant:
-                stale += 1
-            latest_grant = granted if latest_grant is None else max(latest_grant, granted)
-        lost += sum(1 for w in row_writes if w[5]) - final.get(row, 0)
-    tokens = Counter(int(line[3]) for path in trial.token_logs for line in read_lines(path)
-                     if line[0] == "G" and line[3] != "None")
-    return {"writes": len(writes), "died": trial.died, "two_holders": overlaps,
-            "stale_accepted": stale, "lost_updates": lost,
-            "tokens_repeated": sum(1 for n in tokens.values() if n > 1),
-            **measured}
+        cursor.execute("SELECT count(*), count(*) FILTER (WHERE NOT accepted) FROM writes "
+                       "WHERE id >= %s AND id < %s", (trial.row_base, trial.row_base + 10))
+        writes, refused = cursor.fetchone()
+    conn.close()
+    summary = check_history(trial)
+    errors, lost = Counter(), 0
+    for path in trial.token_logs:
+        for event in read_history(path):
+            code = event.get("code")
+            if code == "lost":
+                lost += 1
+            elif code is not None:
+                errors[f"{event['f']} {code}"] += 1
+    return {"writes": writes, "refused": refused, "died": trial.died,
+            "live": trial.live, "errors": dict(errors), "lost_service": lost,
+            "checker": None if summary is None else summary["violations"],
+            "events": None if summary is None else summary["harmful_events"], **measured}
+
+
+def read_history(log):
+    """A worker's history (beside its events log), as events."""
+    try:
+        with open(log.rsplit(".", 1)[0] + ".history") as history:
+            return [json.loads(line) for line in history if line.strip()]
+    except FileNotFoundError:
+        return []
 
 
 def check_history(trial):
     """The trial's history (its workers' operations and the resource's accepted writes in
     commit order, in checker/README.md's format) in DIRECTORY/tN.history, read by the checker:
-    its violations by kind, or None when it could not read the history."""
+    its summary (violations by kind, harmful events), or None when it could not read the
+    history."""
     with psycopg2.connect(trial.services.resource_dsn) as conn:
         cursor = conn.cursor()
         cursor.execute("SELECT seq, id - %s, worker, token, granted_ns, read_value FROM writes "
@@ -396,17 +575,42 @@ def check_history(trial):
     if checked.returncode != 0:
         print(f"checker: {path}: {checked.stderr.strip()}", flush=True)
         return None
-    return json.loads(checked.stdout)["violations"]
+    return json.loads(checked.stdout)
 
 
 THROUGHPUT_CLIENTS = 8
 
 
+def durable_writes(services, system):
+    """How many times the lock service has synced its log to disk so far (None where the
+    system's configuration says instead): PostgreSQL's pg_stat_wal.wal_sync on the lock
+    server, the sum of etcd's members' WAL fsyncs (its /metrics)."""
+    family = SYSTEMS[system].family
+    if family == "postgres":
+        with psycopg2.connect(services.lock_dsn) as conn:
+            cursor = conn.cursor()
+            cursor.execute("SELECT wal_sync FROM pg_stat_wal")
+            synced = cursor.fetchone()[0]
+        conn.close()
+        return synced
+    if family == "etcd":
+        synced = 0
+        for port in services.etcd.client_ports:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as page:
+                for line in page.read().decode().splitlines():
+                    if line.startswith("etcd_disk_wal_fsync_duration_seconds_count"):
+                        synced += float(line.split()[1])
+        return synced
+    return None
+
+
 def throughput(services, seconds):
-    """Lock cycles per second per system, 8 client processes, random keys and one hot key."""
+    """Lock cycles per second per system, 8 client processes, random keys and one hot key,
+    and the lock service's durable writes (log syncs) per cycle."""
     rows = {}
-    for system in SYSTEMS:
+    for system in THROUGHPUT:
         rows[system] = {}
+        synced_before = durable_writes(services, system)
         for keys in ("random", "hot"):
             clients = [subprocess.Popen(
                 [sys.executable, os.path.join(HERE, "throughput.py"), system,
@@ -418,8 +622,18 @@ def throughput(services, seconds):
                 1 for client, count in zip(clients, counts) if client.returncode != 0 or
                 len(count) != 2)
             counts = [count if len(count) == 2 else ["0", "0"] for count in counts]
-            rows[system][keys] = sum(int(c[0]) for c in counts) / seconds
+            rows[system][f"{keys} cycles"] = sum(int(c[0]) for c in counts)
+            rows[system][keys] = rows[system][f"{keys} cycles"] / seconds
             rows[system][f"{keys} errors"] = sum(int(c[1]) for c in counts)
+        cycles = rows[system]["random cycles"] + rows[system]["hot cycles"]
+        if synced_before is not None:
+            synced = durable_writes(services, system) - synced_before
+            rows[system]["durable"] = f"{synced / max(cycles, 1):.2f}"
+        elif system == "redis-aof":
+            # appendfsync everysec: one sync a second, whatever the cycles.
+            rows[system]["durable"] = f"{2 * seconds / max(cycles, 1):.4f} (one a second)"
+        else:
+            rows[system]["durable"] = "0 (no persistence)"
         print(f"{SYSTEMS[system].name}: {rows[system]['random']:.0f} cycles/s on random keys, "
               f"{rows[system]['hot']:.0f} on one hot key", flush=True)
     return rows
@@ -432,6 +646,13 @@ def main():
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     faults = [fault for fault in FAULTS if only is None or only in fault.name]
     trials = 1 if quick else 3
+    if quick:
+        # The short form runs the careful clients in the pause column only (their check is
+        # the same code in every column).
+        for fault in faults:
+            if not isinstance(fault, Paused):
+                fault.systems = tuple(system for system in fault.systems
+                                      if not SYSTEMS[system].careful)
     os.makedirs(directory, exist_ok=True)
     services = Services(directory)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -448,10 +669,11 @@ def main():
                     try:
                         time.sleep(WARM_S)
                         measured = fault.run(trial)
+                        trial.live = trial.await_liveness()
+                        measured.setdefault("unavailable_s", trial.next_grant_s())
                     finally:
                         trial.stop()
                     result = analyse(trial, measured)
-                    result["checker"] = check_history(trial)
                     results[(system, fault.name)].append(result)
                     print(f"{SYSTEMS[system].name} / {fault.name}: {result}", flush=True)
         speeds = throughput(services, 2 if quick else 4) if only is None else {}
@@ -460,37 +682,62 @@ def main():
     report(directory, faults, results, speeds, trials, time.monotonic() - started)
 
 
-VIOLATIONS = ("two_holders", "stale_accepted", "lost_updates", "tokens_repeated")
-# What a resource cannot undo; two holders at once happen with any lease, fenced_lock's too.
-HARMFUL = ("stale_accepted", "lost_updates", "tokens_repeated")
-# Where the comparison departs from each system's documented defaults.
-DEVIATIONS = [
-    "Every TTL is 1 s (users configure seconds to minutes), so that a trial lasts seconds; "
-    "etcd grants a 1 s lease as 2 s.",
-    "Redlock's Redis clients do not retry and give up on a node after 0.5 s (redis-py's "
-    "default retries make one acquire with a node down outlast the whole TTL); the single "
-    "Redis uses redis-py's defaults. pottery allows 3 extensions of a Redlock by default; "
-    "here, any number, so that a holder can renew through its work.",
-    "Leases are renewed every third of the TTL by a watchdog thread in the worker (as "
-    "Redisson's watchdog and etcd's keep-alive do); a failed renewal does not stop the work, "
-    "since a check before the write cannot close the window (a pause can fall between the "
-    "check and the write).",
-    "The token systems claim the row with their token before reading it (fenced_update with "
-    "no changes; by hand and for etcd, the guarded UPDATE of the fence alone), so that an "
-    "older holder's write after a newer holder's read is refused: fencing the write alone "
-    "lets a read-modify-write lose the newer holder's update when the older one writes first.",
-    "The guarded UPDATE is `WHERE fence IS NULL OR fence <= token` (the seeds write `<`), so "
-    "that a holder's write passes its own claim.",
-    "Redlock's restart and clock-jump trials follow its documented weakness: two of the five "
-    "nodes are down while the holder locks (it holds a bare majority), come back empty, and "
-    "then one of its three nodes restarts without persistence, or its clock jumps.",
-    "The asynchronous failover holds the replica's (standby's) replication back from the "
-    "moment the holder takes its lock (a proxy on the link stops passing bytes), as lag at "
-    "the worst moment; on one machine replication is otherwise too fast to lag. A fourth "
-    "worker takes other keys meanwhile, as the rest of an application would. The harness "
-    "promotes the PostgreSQL standby at once after the crash (an HA manager would wait for "
-    "its own timeout first); the Sentinels decide for Redis (down-after 1 s).",
-]
+# The cell's counts, from the checker: two holders at once (what fencing allows, the
+# resource refusing the older), then what the resource cannot undo.
+COLUMNS = ("two_holders", "stale_write_accepted", "lost_update", "token_of_two_holders")
+
+
+def deviations():
+    """Where the comparison departs from each system's documented defaults, from the
+    settings the harness used."""
+    tcp = ", ".join(f"`{name} = {value}`" for name, value in ADVISED_TCP.items())
+    keepalive = (kernel_setting("tcp_keepalive_time"), kernel_setting("tcp_keepalive_intvl"),
+                 kernel_setting("tcp_keepalive_probes"))
+    return [
+        f"Every TTL is {TTL_MS / 1000:g} s (users configure seconds to minutes), so that a "
+        "trial lasts seconds; etcd grants a 1 s lease as 2 s.",
+        "Redlock's Redis clients do not retry and give up on a node after 0.5 s (redis-py's "
+        "default retries make one acquire with a node down outlast the whole TTL); the single "
+        "Redis uses redis-py's defaults. pottery allows 3 extensions of a Redlock by default; "
+        "here, any number, so that a holder can renew through its work.",
+        "Leases are renewed every third of the TTL by a watchdog thread in the worker (as "
+        "Redisson's watchdog and etcd's keep-alive do); a failed renewal does not stop the "
+        "work, since a check before the write cannot close the window (a pause can fall "
+        "between the check and the write).",
+        "The token systems claim the row with their token before reading it (fenced_update "
+        "with no changes; by hand and for etcd, the guarded UPDATE of the fence alone), so "
+        "that an older holder's write after a newer holder's read is refused: fencing the "
+        "write alone lets a read-modify-write lose the newer holder's update when the older "
+        "one writes first.",
+        "The guarded UPDATE is `WHERE fence IS NULL OR fence <= token` (the seeds write `<`), "
+        "so that a holder's write passes its own claim.",
+        "Redlock's restart and clock-jump trials follow its documented weakness: two of the "
+        "five nodes are down while the holder locks (it holds a bare majority), come back "
+        "empty, and then one of its three nodes restarts without persistence, or its clock "
+        "jumps.",
+        "The asynchronous failover holds the replica's (standby's) replication back from the "
+        "moment the holder takes its lock (a proxy on the link stops passing bytes), as lag "
+        "at the worst moment; on one machine replication is otherwise too fast to lag. A "
+        "fourth worker takes other keys meanwhile, as the rest of an application would. The "
+        "harness promotes the PostgreSQL standby at once after the crash (an HA manager would "
+        "wait for its own timeout first); the Sentinels decide for Redis (down-after 1 s).",
+        f"The PostgreSQL lock server runs with the README's TCP settings, scaled as the TTL "
+        f"is: {tcp}; the lost host's second column sets them back to PostgreSQL's defaults "
+        f"(0: the kernel's, here keepalives after {keepalive[0]} s idle, {keepalive[2]} probes "
+        f"{keepalive[1]} s apart), per connection. Every lock connection sets "
+        "`idle_in_transaction_session_timeout` to twice its trial's work time (at least "
+        "1 s), as the README advises for work inside a transaction.",
+        "In the partition and lost-host columns each hot-key worker runs in a network "
+        "namespace of its own and reaches the lock services over TCP (the host's end of a "
+        "veth pair), cut by nftables dropping every packet both ways; the resource stays on "
+        "its Unix socket. Elsewhere every client uses Unix sockets (etcd: 127.0.0.1). Redis "
+        "runs with `protected-mode no` to accept the namespaces' connections (it binds only "
+        "loopback and the namespaces' addresses).",
+        "fenced_lock's control row runs the failover column with "
+        + " and ".join(f"`{setting.replace('=', ' = ')}`"
+                       for setting in SYSTEMS["fenced-control"].SETTINGS)
+        + ": tokens then come from a bare sequence, as by hand, and must repeat.",
+    ]
 
 
 def versions():
@@ -506,157 +753,231 @@ def versions():
                                     ("redis", "pottery", "etcd3gw", "psycopg2-binary"))]
 
 
-def cell_counts(runs):
-    return {v: sum(r[v] for r in runs) for v in VIOLATIONS}
+def commit_measured():
+    """The commit this run measured, with " (dirty)" when the tree had changes."""
+    def git(*argv):
+        return subprocess.run(["git", "-C", os.path.join(HERE, ".."), *argv],
+                              capture_output=True, text=True).stdout.strip()
+    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    return commit + (" (dirty)" if git("status", "--porcelain", "--untracked-files=no")
+                     else "")
 
 
-def reached_window(fault, results):
-    """Whether a fault reached its window: a system without fencing let something through, or
-    where none applies, two holders overlapped; a kill is measured by the time to the next
-    grant instead."""
-    if fault.reach == "next grant":
-        return True
-    if fault.reach == "overlap":
-        return any(cell_counts(results[(system, fault.name)])["two_holders"]
-                   for system in fault.systems)
-    return any(any(cell_counts(results[(system, fault.name)]).values())
-               for system in fault.systems if SYSTEMS[system].check is None)
+def history_format():
+    """checker/README.md's description of the history format, for readers with other tools
+    (elle-cli, Porcupine's visualizer)."""
+    with open(os.path.join(HERE, "..", "checker", "README.md")) as readme:
+        text = readme.read()
+    section = text[text.index("## The history format"):text.index("## What it finds")]
+    return (["Every trial's history is kept in build/compare/run as `tN.history` (its "
+             "workers' `tN-wI.history` merged with the resource's commits), in the checker's "
+             "format, which checker/README.md describes:", ""] +
+            section.split("\n", 1)[1].strip().splitlines())
 
 
-def report(directory, faults, results, speeds, trials, seconds):
-    """docs/compare.md's text and picture (systems x faults), the checks, and
-    `compare: N passed, M failed`."""
-    reached = {fault.name: reached_window(fault, results) for fault in faults}
-    lines = ["# The failure table, measured", "",
-             f"Generated by `make compare` on {time.strftime('%Y-%m-%d')}: {trials} trial(s) per "
-             f"cell, {seconds:.0f} s, 2 cores, everything on one machine. Nothing here is typed "
-             "by hand.", ""]
-    lines += [f"- {line}" for line in versions()]
-    lines += ["", "Each cell, summed over its trials: **two holders at once** (grant-to-write "
-              "intervals overlapping on one key) / **stale writes accepted** (a write that "
-              "landed after a newer holder's) / **lost updates** (accepted increments the "
-              "counter does not show) / **tokens repeated**; after a kill, the longest time "
-              "until another worker held the key; — where the fault does not apply. Three "
-              "workers on two hot keys; the resource is a PostgreSQL server of its own that "
-              "records every write.", ""]
-    lines.append("| system | " + " | ".join(fault.name for fault in faults) + " |")
-    lines.append("|---|" + "---|" * len(faults))
-    for system, cls in SYSTEMS.items():
-        cells = []
-        for fault in faults:
-            if system not in fault.systems:
-                cells.append("—")
-                continue
-            runs = results[(system, fault.name)]
-            counts = " / ".join(str(n) for n in cell_counts(runs).values())
-            grants = [r["next_grant_s"] for r in runs if r.get("next_grant_s") is not None]
-            if grants:
-                counts += f"; next grant {max(grants):.1f} s"
-            if not reached[fault.name]:
-                counts += " (fault missed its window)"
-            cells.append(counts)
-        lines.append(f"| {cls.name} | " + " | ".join(cells) + " |")
-    lines += ["", "The faults:", ""]
-    lines += [f"- **{fault.name}** ({fault.work_ms} ms of work per holder): "
-              f"{' '.join(type(fault).__doc__.split())}" for fault in faults]
-    lines += ["", "Where a system has no cell:", ""]
-    lines += [f"- {fault}: {why}" for fault, why in NOT_APPLICABLE.items()]
-    lines += ["", f"Lock cycles per second (take, release; no work), {THROUGHPUT_CLIENTS} "
-              "client processes of the same harness, on random keys and on one hot key (Python "
-              "clients on the same 2 cores: the ratios mean more than the numbers):", "",
-              "| system | random keys | one hot key | failed calls |", "|---|---|---|---|"]
-    lines += [f"| {SYSTEMS[system].name} | {row['random']:,.0f} | {row['hot']:,.0f} | "
-              f"{row['random errors'] + row['hot errors']} |" for system, row in speeds.items()]
-    lines += ["", "Where this departs from the systems' defaults:", ""]
-    lines += [f"- {deviation}" for deviation in DEVIATIONS]
+def found(runs, kind):
+    """The checker's count of `kind` summed over the trials it read."""
+    return sum((run["checker"] or {}).get(kind, 0) for run in runs)
+
+
+def unavailable_text(fault, system, runs):
+    times = [run.get("unavailable_s") for run in runs]
+    if fault.expect_held(system) and any(time is None for time in times):
+        return f"held > {fault.cap_s(system):.1f} s"
+    known = [time for time in times if time is not None]
+    return f"next holder {max(known):.1f} s" if known else "never held again"
+
+
+def cell_text(fault, system, runs):
+    counts = " / ".join(str(found(runs, kind)) for kind in COLUMNS)
+    extras = []
+    refused = sum(run["refused"] for run in runs)
+    if refused:
+        extras.append(f"{refused} refused")
+    repeated = found(runs, "token_repeated")
+    if repeated:
+        extras.append(f"{repeated} tokens granted twice")
+    extras.append(unavailable_text(fault, system, runs))
+    errors = Counter()
+    for run in runs:
+        errors.update(run["errors"])
+    if errors:
+        extras.append("errors: " + ", ".join(f"{code} x{n}" for code, n in
+                                             sorted(errors.items())))
+    return counts + "; " + "; ".join(extras)
+
+
+def checks_of(faults, results, speeds):
+    """Every check of the run: (name, passed, detail)."""
     checks = []
     for fault in faults:
         for system in fault.systems:
-            if system.startswith("fenced"):
-                bad = {v: n for v, n in cell_counts(results[(system, fault.name)]).items()
-                       if v in HARMFUL}
-                checks.append((f"{SYSTEMS[system].name} / {fault.name}: no stale write, lost "
-                               f"update or repeated token", not any(bad.values()), bad))
-        for system in fault.systems:
-            runs = results[(system, fault.name)]
+            runs, name = results[(system, fault.name)], f"{SYSTEMS[system].name} / {fault.name}"
             unread = sum(run["checker"] is None for run in runs)
-            checks.append((f"{SYSTEMS[system].name} / {fault.name}: the checker read every "
-                           "trial's history", not unread, f"{unread} unread" if unread else ""))
-            if system.startswith("fenced"):
-                found = Counter()
+            checks.append((f"{name}: the checker read every trial's history", not unread,
+                           f"{unread} unread" if unread else ""))
+            if system in FENCED_LOCK:
+                bad = Counter()
                 for run in runs:
-                    found.update({kind: n for kind, n in (run["checker"] or {}).items()
-                                  if kind not in CHECKER_OVERLAPS})
-                checks.append((f"{SYSTEMS[system].name} / {fault.name}: the checker finds no "
-                               "repeated or falling token, stale write, token of two holders or "
-                               "lost update in the histories", not found, dict(found)))
+                    bad.update({kind: n for kind, n in (run["checker"] or {}).items()
+                                if kind not in CHECKER_OVERLAPS})
+                checks.append((f"{name}: the checker finds no repeated or falling token, stale "
+                               "write, token of two holders or lost update", not bad,
+                               dict(bad)))
+                errors = Counter()
+                for run in runs:
+                    errors.update(run["errors"])
+                checks.append((f"{name}: no call failed with an error other than the lost "
+                               "service's", not errors, dict(errors)))
+            if system in FENCED_LOCK and system in fault.frees:
+                reached = sum(found([run], "two_holders") + run["refused"] > 0 for run in runs)
+                checks.append((f"{name}: the fault reached its window (two holders or a "
+                               "refused write in some trial)", reached > 0,
+                               "missed" if not reached else ""))
+            if isinstance(fault, Failover) and not fault.synchronous and system in (
+                    "by-hand", "fenced-control"):
+                repeated = [found([run], "token_repeated") for run in runs]
+                checks.append((f"{name}: tokens were granted twice in every trial (a control "
+                               "that must fail)", all(repeated), f"{repeated}"))
+            dead = [run for run in runs if not run["live"]]
+            if (system, fault.name) in UNAVAILABLE_AFTER:
+                checks.append((f"{name}: no key had an accepted write after the fault in any "
+                               f"trial ({UNAVAILABLE_AFTER[(system, fault.name)]})",
+                               len(dead) == len(runs), f"{len(runs) - len(dead)} live"))
+            else:
+                checks.append((f"{name}: every hot key had an accepted write after the fault "
+                               "in every trial", not dead,
+                               f"{len(dead)} trial(s) without" if dead else ""))
+            if fault.measured and fault.expect_held(system):
+                freed = [run["unavailable_s"] for run in runs if run["unavailable_s"] is not None]
+                ended = [run["sessions_ended"] for run in runs]
+                checks.append((f"{name}: the dead holder's key was still held at "
+                               f"{fault.cap_s(system):.1f} s in every trial, until its session "
+                               "was ended", not freed and all(ended),
+                               f"freed after {freed} s; sessions ended {ended}"))
+            elif fault.measured:
+                bound = fault.bound_s(system)
+                late = [run["unavailable_s"] for run in runs
+                        if run["unavailable_s"] is None or run["unavailable_s"] > bound]
+                checks.append((f"{name}: the key was held again within {bound:.1f} s in every "
+                               "trial", not late, ", ".join("never" if t is None else
+                                                            f"{t:.1f} s" for t in late)))
         idle = [SYSTEMS[system].name for system in fault.systems
                 if not all(run["writes"] for run in results[(system, fault.name)])]
         checks.append((f"{fault.name}: every trial's workers wrote to the resource", not idle,
                        ", ".join(idle)))
         died = [name for system in fault.systems for run in results[(system, fault.name)]
                 for name in run["died"]]
-        checks.append((f"{fault.name}: no worker died of an error", not died, ", ".join(died)))
-        if fault.reach == "next grant":
-            for system in fault.systems:
-                grants = [run.get("next_grant_s") for run in results[(system, fault.name)]]
-                bound = fault.bound_s(system)
-                late = [grant for grant in grants if grant is None or grant > bound]
-                checks.append((f"{SYSTEMS[system].name} / {fault.name}: the key was held "
-                               f"again within {bound:.1f} s in every trial", not late,
-                               ", ".join("never" if g is None else f"{g:.1f} s" for g in late)))
-        else:
-            how = ("a system without fencing let something through" if fault.reach ==
-                   "unfenced" else "two holders overlapped")
-            checks.append((f"{fault.name}: {how} (the fault reached its window)",
-                           reached[fault.name], ""))
+        checks.append((f"{fault.name}: no worker exited with an error (only a killed holder "
+                       "is excused)", not died, ", ".join(died)))
+        unfenced = [system for system in fault.systems if SYSTEMS[system].check is None]
+        if unfenced and not fault.measured:
+            through = sum(found(results[(system, fault.name)], kind) for system in unfenced
+                          for kind in COLUMNS)
+            checks.append((f"{fault.name}: a system without fencing let something through "
+                           "(the fault reached its window)", through > 0, ""))
     for system, row in speeds.items():
         broken = row["random broken"] + row["hot broken"]
         checks.append((f"{SYSTEMS[system].name}: every throughput client ran and reported",
                        not broken, f"{broken} crashed or printed nothing" if broken else ""))
+    return checks
+
+
+def report(directory, faults, results, speeds, trials, seconds):
+    """docs/compare.md's text and picture (systems x faults), the checks, and
+    `compare: N passed, M failed`."""
+    lines = ["# The failure table, measured", "",
+             f"Generated by `make compare` from commit {commit_measured()} on "
+             f"{time.strftime('%Y-%m-%d')}: {trials} trial(s) per cell, {seconds:.0f} s, "
+             f"{os.cpu_count()} cores, everything on one machine. Nothing here is typed by "
+             "hand.", ""]
+    lines += [f"- {line}" for line in versions()]
+    lines += ["", "Each cell, summed over its trials, as the history checker "
+              "(`checker/`) counts them: **two holders at once** (grant-to-write intervals "
+              "overlapping on one key) / **stale writes accepted** (a token below one the "
+              "resource had accepted) / **lost updates** (an accepted write that had not read "
+              "its predecessor's value, in the resource's commit order) / **tokens of two "
+              "holders** (one token accepted from two grants); then the writes the resource "
+              "refused, tokens granted twice (any grants, any keys), the longest time from the "
+              "fault to the next grant of its key (**next holder**: for a kill or a lost host "
+              "how long the key was unavailable; elsewhere it includes the rest of a holder's "
+              "work when its lock held), and the calls that failed with an error "
+              "other than the lost service's, by operation and code; — where the fault does "
+              "not apply. Three workers on two hot keys; the resource is a PostgreSQL server "
+              "of its own that records every write. The histories are in build/compare/run "
+              "(`tN.history`, one a trial, in checker/README.md's format).", ""]
+    lines.append("| system | " + " | ".join(fault.name for fault in faults) + " |")
+    lines.append("|---|" + "---|" * len(faults))
+    for system, cls in SYSTEMS.items():
+        if not any(system in fault.systems for fault in faults):
+            continue
+        cells = [cell_text(fault, system, results[(system, fault.name)])
+                 if system in fault.systems else "—" for fault in faults]
+        lines.append(f"| {cls.name} | " + " | ".join(cells) + " |")
+    lines += ["", "The faults:", ""]
+    lines += [f"- **{fault.name}** ({fault.work_ms} ms of work per holder): "
+              f"{' '.join(type(fault).__doc__.split())}" for fault in faults]
+    lines += ["", "Where a system has no cell:", ""]
+    lines += [f"- {fault}: {why}" for fault, why in NOT_APPLICABLE.items()]
+    lines += ["", "Unavailable after the fault by design (checked: no holder after it):", ""]
+    lines += [f"- {SYSTEMS[system].name} / {fault}: {why}"
+              for (system, fault), why in UNAVAILABLE_AFTER.items()]
+    lines += ["", f"Lock cycles per second (take, release; no work), {THROUGHPUT_CLIENTS} "
+              "client processes of the same harness, on random keys and on one hot key (Python "
+              "clients on the same 2 cores: the ratios mean more than the numbers):", "",
+              "| system | random keys | one hot key | failed calls | durable writes per cycle |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {SYSTEMS[system].name} | {row['random']:,.0f} | {row['hot']:,.0f} | "
+              f"{row['random errors'] + row['hot errors']} | {row['durable']} |"
+              for system, row in speeds.items()]
+    lines += ["", "Durable writes are the lock service's syncs of its log to disk during the "
+              "row's runs, per lock cycle: PostgreSQL's `pg_stat_wal.wal_sync` on the lock "
+              "server, etcd's WAL fsyncs summed over its members; for Redis, what its "
+              "configuration says (none without persistence, one a second with AOF "
+              "`everysec`)."]
+    lines += ["", "Where this departs from the systems' defaults:", ""]
+    lines += [f"- {deviation}" for deviation in deviations()]
+    lines += ["", "## The histories", ""] + history_format()
+    checks = checks_of(faults, results, speeds)
     lines += ["", "Checks:", ""]
     lines += [f"- {'ok' if ok else 'FAIL'}: {name} {detail or ''}".rstrip()
               for name, ok, detail in checks]
     lines += ["", "![systems x faults](compare.png)"]
     with open(os.path.join(directory, "compare.md"), "w") as out:
         out.write("\n".join(lines) + "\n")
-    draw(os.path.join(directory, "compare.png"), faults, results, reached)
+    draw(os.path.join(directory, "compare.png"), faults, results)
     print("\n".join(lines))
     passed = sum(ok for _, ok, _ in checks)
     print(f"compare: {passed} passed, {len(checks) - passed} failed")
     sys.exit(0 if passed == len(checks) else 1)
 
 
-def draw(path, faults, results, reached):
-    """One picture: systems x faults; red where something the resource cannot undo got
-    through, amber where two holders overlapped but the resource refused the stale one,
-    green where nothing happened, grey where the fault missed its window, white where it does
-    not apply."""
+def draw(path, faults, results):
+    """One picture: systems x faults; red where writes the resource cannot undo got through
+    (counted as events: one write that broke several rules is one), amber where two holders
+    overlapped but the resource refused the older, green where nothing happened, white where
+    the fault does not apply; with the longest unavailability."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    systems = list(SYSTEMS)
-    figure, axes = plt.subplots(figsize=(1.9 * len(faults) + 2.5, 0.6 * len(systems) + 1.4))
+    systems = [system for system in SYSTEMS if any(system in fault.systems for fault in faults)]
+    figure, axes = plt.subplots(figsize=(1.7 * len(faults) + 2.5, 0.6 * len(systems) + 1.4))
     for row, system in enumerate(systems):
         for column, fault in enumerate(faults):
             runs = results[(system, fault.name)]
-            counts = cell_counts(runs)
-            harmful = sum(counts[v] for v in HARMFUL)
             if system not in fault.systems:
                 colour, text = "#f4f4f4", "—"
-            elif not reached[fault.name]:
-                colour, text = "#cccccc", "missed"
-            elif harmful:
-                colour, text = "#e74c3c", f"{harmful} through"
-            elif counts["two_holders"]:
-                colour, text = "#f5b041", f"{counts['two_holders']} overlapped,\nrefused"
             else:
-                colour, text = "#58d68d", "none"
-            grants = [r["next_grant_s"] for r in runs if r.get("next_grant_s") is not None]
-            if grants:
-                text += f"\nnext holder {max(grants):.1f} s"
+                events = sum(run["events"] or 0 for run in runs)
+                if events:
+                    colour, text = "#e74c3c", f"{events} through"
+                elif found(runs, "two_holders"):
+                    colour, text = "#f5b041", f"{found(runs, 'two_holders')} overlapped,\nrefused"
+                else:
+                    colour, text = "#58d68d", "none"
+                text += "\n" + unavailable_text(fault, system, runs)
             axes.add_patch(plt.Rectangle((column, row), 0.96, 0.9, color=colour))
-            axes.text(column + 0.48, row + 0.45, text, ha="center", va="center", fontsize=7)
+            axes.text(column + 0.48, row + 0.45, text, ha="center", va="center", fontsize=6)
     axes.set_xlim(0, len(faults))
     axes.set_ylim(len(systems), 0)
     axes.set_xticks([c + 0.48 for c in range(len(faults))],
@@ -666,7 +987,9 @@ def draw(path, faults, results, reached):
     axes.tick_params(length=0)
     for side in axes.spines.values():
         side.set_visible(False)
-    axes.set_title("What each lock lets through to the resource", fontsize=10)
+    axes.set_title("Writes each lock let through that the resource cannot undo (events summed "
+                   "over trials; one write that broke several rules is one), and the longest "
+                   "time from the fault to its key's next holder", fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

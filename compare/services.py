@@ -19,10 +19,18 @@ import redis
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from real_parts import (Etcd, Processes, Proxy, dsn_of, free_ports, pg, pg_stop,  # noqa: E402
-                        socket_of, stop_pid, wait_for)
+from real_parts import (Etcd, Namespaces, Processes, Proxy, dsn_of, free_ports,  # noqa: E402
+                        pg, pg_stop, socket_of, stop_pid, wait_for)
 
 REDLOCK_NODES = 5
+# Workers that a trial can run in network namespaces of their own, one each.
+NAMESPACED_WORKERS = 3
+# The lock server's TCP settings as the README advises for session and transaction locks
+# (a dead client's connection found within seconds), scaled down as the TTLs are: an idle
+# connection is probed after 1 s, every 1 s, dropped after 2 unanswered probes; data left
+# unacknowledged for 2 s drops it too.
+ADVISED_TCP = {"tcp_keepalives_idle": 1, "tcp_keepalives_interval": 1,
+               "tcp_keepalives_count": 2, "tcp_user_timeout": 2000}
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 # Built by compare/run.sh from compare/faketime_shim.c.
 FAKETIME_SHIM = os.path.join(ROOT, "build/compare/faketime_shim.so")
@@ -48,24 +56,36 @@ class Clock:
 
 
 class RedisServer:
-    """Redis 7 as a cache is run: no RDB snapshots, no AOF, so a restart forgets every key. On
-    a Unix socket, and on `port` of 127.0.0.1 when given (Sentinel speaks TCP only)."""
+    """Redis 7 as a cache is run: no RDB snapshots, no AOF, so a restart forgets every key (or
+    `persistent`, with AOF). On
+    a Unix socket, and on `port` of 127.0.0.1 (and of `hosts`) when given (Sentinel speaks TCP
+    only; a worker in a namespace reaches the host by its address)."""
 
-    def __init__(self, processes, directory, name, port=0, options=()):
+    def __init__(self, processes, directory, name, port=0, options=(), hosts=(),
+                 persistent=False):
+        """`persistent`: with AOF (`appendfsync everysec`), kept across restarts."""
         self.processes, self.name, self.port, self.options = processes, name, port, options
+        self.hosts, self.persistent = hosts, persistent
         self.directory = os.path.join(directory, name)
         self.socket = os.path.join(self.directory, "redis.sock")
         self.process = None
         self.start()
 
-    def start(self, clock=None):
-        """Started empty; through libfaketime on `clock` when given."""
-        shutil.rmtree(self.directory, ignore_errors=True)
-        os.makedirs(self.directory)
+    def start(self, clock=None, keep_data=False):
+        """Started empty (on its own data with `keep_data`); through libfaketime on `clock`
+        when given."""
+        if not keep_data:
+            shutil.rmtree(self.directory, ignore_errors=True)
+        os.makedirs(self.directory, exist_ok=True)
+        persistence = (["--appendonly", "yes", "--appendfsync", "everysec"] if self.persistent
+                       else ["--appendonly", "no"])
         self.process = self.processes.spawn(self.name, [
-            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", *self.hosts,
+            # Protected mode refuses every address but loopback without a password; the
+            # namespaces' addresses are the run's own.
+            *(["--protected-mode", "no"] if self.hosts else []),
             "--unixsocket", self.socket, "--unixsocketperm", "700", "--save", "",
-            "--appendonly", "no", "--dir", self.directory, *self.options],
+            *persistence, "--dir", self.directory, *self.options],
             env=clock.environment() if clock else None)
         wait_for(f"{self.name}", self.client().ping, 30)
 
@@ -76,10 +96,10 @@ class RedisServer:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
 
-    def restart(self, clock=None):
-        """kill -9 and start again, empty."""
+    def restart(self, clock=None, keep_data=False):
+        """kill -9 and start again, empty (on its data with `keep_data`)."""
         self.kill()
-        self.start(clock)
+        self.start(clock, keep_data)
 
 
 class RedisWithSentinels:
@@ -141,7 +161,8 @@ class PostgresWithStandby:
     (`synchronous_standby_names = '*'`) or not; fenced_lock preloaded on both. The harness is
     the HA manager: it promotes the standby when the primary is gone."""
 
-    def __init__(self, processes, directory, name, template, synchronous):
+    def __init__(self, processes, directory, name, template, synchronous, settings=()):
+        """`settings`: more `-c` options for both servers (a control's)."""
         self.primary_dir = os.path.join(directory, f"{name}-primary")
         self.standby_dir = os.path.join(directory, f"{name}-standby")
         for server in (self.primary_dir, self.standby_dir):
@@ -149,11 +170,14 @@ class PostgresWithStandby:
         os.makedirs(self.primary_dir)
         subprocess.run(["cp", "-a", os.path.join(template, "data"), self.primary_dir],
                        check=True)
-        pg("start", self.primary_dir, "-c", PRELOAD,
+        options = ["-c", PRELOAD]
+        for setting in settings:
+            options += ["-c", setting]
+        pg("start", self.primary_dir, *options,
            "-c", f"synchronous_standby_names={'*' if synchronous else ''}")
         self.link = Proxy(processes, f"{name}-replication",
                           [os.path.join(socket_of(self.primary_dir), ".s.PGSQL.5432")])
-        pg("standby", self.standby_dir, self.primary_dir, "-c", PRELOAD, "-c",
+        pg("standby", self.standby_dir, self.primary_dir, *options, "-c",
            f"primary_conninfo='host=127.0.0.1 port={self.link.ports[0]} user=postgres'")
         expected = "sync" if synchronous else "async"
         with psycopg2.connect(dsn_of(self.primary_dir)) as conn:
@@ -185,6 +209,25 @@ class PostgresWithStandby:
         self.link.stop()
         for server in (self.primary_dir, self.standby_dir):
             shutil.rmtree(server, ignore_errors=True)
+
+
+class PostgresOnClock:
+    """A PostgreSQL 15 lock server (a copy of the template) started through libfaketime on a
+    clock of its own, for the lease's clock jump."""
+
+    def __init__(self, directory, name, template, clock):
+        self.dir = os.path.join(directory, name)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        subprocess.run(["cp", "-a", os.path.join(template, "data"), self.dir], check=True)
+        pg("start", self.dir, "-c", PRELOAD, env=clock.environment())
+
+    def values(self):
+        return {"lock_dsn": dsn_of(self.dir)}
+
+    def stop(self):
+        pg_stop(self.dir)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class EtcdLeader:
@@ -230,22 +273,44 @@ class Services:
         self.lock_dir = os.path.join(directory, "lock")
         self.resource_dir = os.path.join(directory, "resource")
         self.template_dir = os.path.join(directory, "template")
+        self.namespaces = None
 
     def start(self):
-        self.redis = RedisServer(self.processes, self.directory, "redis")
-        self.redlock = [RedisServer(self.processes, self.directory, f"redlock{i}")
-                        for i in range(1, REDLOCK_NODES + 1)]
-        self.etcd = Etcd(self.processes, self.directory)
+        self.namespaces = Namespaces(NAMESPACED_WORKERS)
+        hosts = self.namespaces.hosts
+        redis_port, *redlock_ports = free_ports(1 + REDLOCK_NODES)
+        self.redis = RedisServer(self.processes, self.directory, "redis", redis_port,
+                                 hosts=hosts)
+        self.redis_aof = RedisServer(self.processes, self.directory, "redis-aof",
+                                     persistent=True)
+        self.redlock = [RedisServer(self.processes, self.directory, f"redlock{i}", port,
+                                    hosts=hosts)
+                        for i, port in enumerate(redlock_ports, 1)]
+        self.etcd = Etcd(self.processes, self.directory, hosts)
         self.etcd.start()
-        for server in (self.lock_dir, self.template_dir):
-            pg("start", server, "-c", PRELOAD)
-            with psycopg2.connect(dsn_of(server)) as conn:
+        # The lock server also on the namespaces' way to the host, on a port of its own.
+        self.lock_port, = free_ports(1)
+        self.lock_options = ["-c", PRELOAD, "-c", f"port={self.lock_port}",
+                             "-c", "listen_addresses=" + ",".join(hosts)]
+        for name, value in ADVISED_TCP.items():
+            self.lock_options += ["-c", f"{name}={value}"]
+        for server, options in ((self.lock_dir, self.lock_options),
+                                (self.template_dir, ["-c", PRELOAD])):
+            pg("start", server, *options)
+            dsn = dsn_of(server, port=self.lock_port if server == self.lock_dir else 5432)
+            with psycopg2.connect(dsn) as conn:
                 conn.cursor().execute("CREATE EXTENSION IF NOT EXISTS fenced_lock; "
                                       "CREATE SEQUENCE IF NOT EXISTS by_hand_fence CACHE 1")
             conn.close()
+        with open(os.path.join(self.lock_dir, "data", "pg_hba.conf"), "a") as hba:
+            hba.write(f"host all postgres {self.namespaces.network} trust\n")
         pg("stop", self.template_dir)
         pg("start", self.resource_dir)
-        self.lock_dsn, self.resource_dsn = dsn_of(self.lock_dir), dsn_of(self.resource_dir)
+        self.lock_dsn = dsn_of(self.lock_dir, port=self.lock_port)
+        self.resource_dsn = dsn_of(self.resource_dir)
+        with psycopg2.connect(self.lock_dsn) as conn:
+            conn.cursor().execute("SELECT pg_reload_conf()")
+        conn.close()
         from systems import Resource
         with psycopg2.connect(self.resource_dsn) as conn:
             conn.cursor().execute(Resource.SCHEMA)
@@ -254,14 +319,28 @@ class Services:
     def crash_lock_server(self):
         """Immediate stop (as a crash: no checkpoint) and start again."""
         pg("crash", self.lock_dir)
-        pg("start", self.lock_dir, "-c", PRELOAD)
+        pg("start", self.lock_dir, *self.lock_options)
+
+    def end_sessions(self, application_name):
+        """The lock server's sessions of a client that is gone (a lost host's), ended as an
+        operator would; how many there were."""
+        with psycopg2.connect(self.lock_dsn) as conn:
+            cursor = conn.cursor()
+            cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                           "WHERE application_name = %s", (application_name,))
+            ended = cursor.fetchone()[0]
+        conn.close()
+        return ended
 
     def redis_with_sentinels(self, name):
         return RedisWithSentinels(self.processes, self.directory, name)
 
-    def postgres_with_standby(self, name, synchronous):
+    def postgres_with_standby(self, name, synchronous, settings=()):
         return PostgresWithStandby(self.processes, self.directory, name, self.template_dir,
-                                   synchronous)
+                                   synchronous, settings)
+
+    def postgres_on_clock(self, name, clock):
+        return PostgresOnClock(self.directory, name, self.template_dir, clock)
 
     def etcd_leader(self):
         return EtcdLeader(self.etcd)
@@ -269,31 +348,23 @@ class Services:
     def values(self):
         """What a worker needs to reach the services (passed to it as JSON)."""
         return {"redis": {"unix_socket_path": self.redis.socket},
+                "redis_aof": {"unix_socket_path": self.redis_aof.socket},
                 "redlock": [{"unix_socket_path": node.socket} for node in self.redlock],
-                "etcd_ports": self.etcd.client_ports, "lock_dsn": self.lock_dsn,
-                "resource_dsn": self.resource_dsn}
+                "etcd_host": "127.0.0.1", "etcd_ports": self.etcd.client_ports,
+                "lock_dsn": self.lock_dsn, "resource_dsn": self.resource_dsn}
+
+    def values_in_namespace(self, index):
+        """What a worker in namespace `index` reaches the lock services by: TCP to the host's
+        end of its veth pair (the resource stays on its Unix socket, which no cut affects)."""
+        host = self.namespaces.hosts[index]
+        return {"redis": {"host": host, "port": self.redis.port},
+                "redlock": [{"host": host, "port": node.port} for node in self.redlock],
+                "etcd_host": host, "etcd_ports": self.etcd.client_ports,
+                "lock_dsn": f"host={host} port={self.lock_port} user=postgres dbname=postgres"}
 
     def stop(self):
         self.processes.stop_all()
         for directory in (self.lock_dir, self.resource_dir):
             pg_stop(directory)
-
-
-class Proxies:
-    """One worker's own way to every lock service, through TCP proxies that the harness can
-    blackhole (a partition between that worker and its lock service; the resource stays
-    reachable)."""
-
-    def __init__(self, services, name):
-        targets = ([services.redis.socket] + [node.socket for node in services.redlock] +
-                   [services.etcd.client_ports[0],
-                    os.path.join(socket_of(services.lock_dir), ".s.PGSQL.5432")])
-        self.proxy = Proxy(services.processes, f"proxy-{name}", targets)
-
-    def values(self):
-        ports = self.proxy.ports
-        redis_port, redlock_ports, etcd_port, pg_port = ports[0], ports[1:6], ports[6], ports[7]
-        return {"redis": {"host": "127.0.0.1", "port": redis_port},
-                "redlock": [{"host": "127.0.0.1", "port": port} for port in redlock_ports],
-                "etcd_ports": [etcd_port],
-                "lock_dsn": f"host=127.0.0.1 port={pg_port} user=postgres dbname=postgres"}
+        if self.namespaces is not None:
+            self.namespaces.remove()

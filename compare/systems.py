@@ -7,9 +7,11 @@ the system's writes: "fenced_update", "guarded" (the seeds' `UPDATE ... WHERE fe
 with `<=` so that a holder's write passes its own claim) or None (no token: every write is
 accepted, as such a resource does in real life)."""
 
+import base64
 import json
 import random
 import sys
+import time
 import uuid
 
 import psycopg2
@@ -18,7 +20,8 @@ from etcd3gw.client import Etcd3Client
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
-from pottery import ExtendUnlockedLock, Redlock
+from etcd3gw.exceptions import ConnectionFailedError, ConnectionTimeoutError
+from pottery import ExtendUnlockedLock, QuorumIsImpossible, QuorumNotAchieved, Redlock
 
 # Leases are scaled down from the seconds users configure to 1 s, so that a trial lasts
 # seconds; every system gets the same TTL.
@@ -34,8 +37,21 @@ class Endpoints:
 
 
 class Grant:
-    def __init__(self, key, token, handle=None):
+    """A lock held: its key, the system's token (None without one), the client's handle; for
+    a careful client, until when it may still act on it (CLOCK_MONOTONIC seconds, from the
+    start of the acquire or of the last renewal that held) and whether a renewal found it
+    lost."""
+
+    def __init__(self, key, token, handle=None, asked_at=None):
         self.key, self.token, self.handle = key, token, handle
+        self.lost = False
+        self.valid_until = None if asked_at is None else asked_at + validity_s()
+
+
+def validity_s():
+    """How long a lease may be acted on from the moment it was asked for: its TTL less the
+    clock drift that Redlock's specification allows for (1% of the TTL and 2 ms)."""
+    return TTL_MS / 1000 * 0.99 - 0.002
 
 
 class RedisLock:
@@ -44,7 +60,12 @@ class RedisLock:
     defaults; in the failover trials, the primary that the Sentinels name (redis-py's
     Sentinel client)."""
 
-    name, check = "Redis (single)", None
+    name, check, family = "Redis (single)", None, "redis"
+    # Stops before the write when a renewal found the lock lost or its validity ran out, as
+    # the lock's documentation asks of its users (the careless client writes anyway).
+    careful = False
+    # The services' entry this client connects to.
+    endpoint = "redis"
     RELEASE = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
                "return redis.call('del', KEYS[1]) else return 0 end")
     RENEW = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
@@ -54,14 +75,14 @@ class RedisLock:
         if hasattr(services, "sentinels"):
             self.client = Sentinel(services.sentinels).master_for(services.service)
         else:
-            self.client = redis.Redis(**services.redis)
+            self.client = redis.Redis(**getattr(services, self.endpoint))
         self.release_script = self.client.register_script(self.RELEASE)
         self.renew_script = self.client.register_script(self.RENEW)
 
     def acquire(self, key):
-        value = uuid.uuid4().hex
+        value, asked_at = uuid.uuid4().hex, time.monotonic()
         if self.client.set(f"lock:{key}", value, nx=True, px=TTL_MS):
-            return Grant(key, None, value)
+            return Grant(key, None, value, asked_at)
         return None
 
     def release(self, grant):
@@ -71,11 +92,38 @@ class RedisLock:
         return self.renew_script(keys=[f"lock:{grant.key}"], args=[grant.handle, TTL_MS]) == 1
 
 
+class RedisCareful(RedisLock):
+    """The single Redis with a careful client: no write once a renewal found the lock lost or
+    the validity (TTL less drift, from the last renewal that held) ran out."""
+
+    name, careful = "Redis (single), careful client", True
+
+
+class RedisAof(RedisLock):
+    """The single Redis with persistence: AOF, `appendfsync everysec`."""
+
+    name, endpoint = "Redis (single), AOF everysec", "redis_aof"
+
+
+class RedisWait(RedisLock):
+    """Redis behind Sentinels, each `SET` followed by `WAIT 1 1000`: a lock counts as taken
+    only once the replica has acknowledged it (released and not taken otherwise)."""
+
+    name = "Redis + WAIT 1 (Sentinel failover)"
+
+    def acquire(self, key):
+        grant = super().acquire(key)
+        if grant is not None and self.client.wait(1, 1000) < 1:
+            self.release(grant)
+            return None
+        return grant
+
+
 class ByHand:
     """The seeds' PostgreSQL recipe: `pg_try_advisory_lock` on a session, a token from
     `nextval` of a CACHE 1 sequence, the resource's guarded UPDATE."""
 
-    name, check = "PostgreSQL by hand", "guarded"
+    name, check, family, careful = "PostgreSQL by hand", "guarded", "postgres", False
 
     def __init__(self, services):
         self.conn = psycopg2.connect(services.lock_dsn)
@@ -94,11 +142,25 @@ class ByHand:
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", (NAMESPACE, grant.key))
 
 
+class ByHandOneStatement(ByHand):
+    """The by-hand recipe in one statement: `pg_try_advisory_lock` and `nextval` in one
+    `SELECT` (the throughput row only)."""
+
+    name = "PostgreSQL by hand, one statement"
+
+    def acquire(self, key):
+        with self.conn.cursor() as cursor:
+            cursor.execute("SELECT CASE WHEN pg_try_advisory_lock(%s, %s) "
+                           "THEN nextval('by_hand_fence') END", (NAMESPACE, key))
+            token = cursor.fetchone()[0]
+        return None if token is None else Grant(key, token)
+
+
 class FencedTransaction:
     """fenced_lock's transaction-scoped lock: `BEGIN; try_acquire_fenced(ns, key)`, the work,
     the resource's fenced_update, `COMMIT`."""
 
-    name, check = "fenced_lock (transaction)", "fenced_update"
+    name, check, family, careful = "fenced_lock (transaction)", "fenced_update", "postgres", False
 
     def __init__(self, services):
         self.conn = psycopg2.connect(services.lock_dsn)
@@ -116,10 +178,21 @@ class FencedTransaction:
         self.conn.commit()
 
 
+class FencedControl(FencedTransaction):
+    """The control of the asynchronous failover: fenced_lock's transaction lock on servers
+    with `fenced_lock.failover_skip = 0` and `fenced_lock.token_block = 1` (a bare sequence,
+    as by hand), which must repeat tokens there."""
+
+    name = "fenced_lock, no failover skip (control)"
+    SETTINGS = ("fenced_lock.failover_skip=0", "fenced_lock.token_block=1")
+
+
 class OneCallLock:
     """A lock taken and released with one SQL call each, in autocommit, for an owner of this
     client's own: `ACQUIRE` returns the token (NULL when busy); both are formatted with the
     namespace, key, owner, TTL (s) and token."""
+
+    family, careful = "postgres", False
 
     def __init__(self, services):
         self.conn = psycopg2.connect(services.lock_dsn)
@@ -171,7 +244,7 @@ class RedlockLock:
     0.5 s: with redis-py's default retries, one acquire with a node down outlasts the whole
     TTL."""
 
-    name, check = "Redlock (5 nodes)", None
+    name, check, family, careful = "Redlock (5 nodes)", None, "redlock", False
 
     def __init__(self, services):
         self.masters = {redis.Redis(**node, socket_timeout=0.5, retry=Retry(NoBackoff(), 0))
@@ -180,7 +253,8 @@ class RedlockLock:
     def acquire(self, key):
         lock = Redlock(key=f"compare-{key}", masters=self.masters,
                        auto_release_time=TTL_MS / 1000, num_extensions=sys.maxsize)
-        return Grant(key, None, lock) if lock.acquire(blocking=False) else None
+        asked_at = time.monotonic()
+        return Grant(key, None, lock, asked_at) if lock.acquire(blocking=False) else None
 
     def release(self, grant):
         grant.handle.release()
@@ -193,37 +267,91 @@ class RedlockLock:
             return False
 
 
+class RedlockCareful(RedlockLock):
+    """Redlock with a careful client (as for the single Redis)."""
+
+    name, careful = "Redlock (5 nodes), careful client", True
+
+
+class RedlockDelayed(RedlockLock):
+    """Redlock whose restarted nodes stay down for a TTL first, as its specification
+    prescribes for nodes without fsync'd persistence (the restart column only)."""
+
+    name = "Redlock (5 nodes), delayed restart"
+
+
 class EtcdLock:
     """etcd's lease lock through etcd3gw (the v3 API's gRPC gateway): a lease of the TTL (etcd
-    grants at least 2 s) and a key created under it only if absent; the token is the key's
-    create_revision, which the resource checks as it would a fencing token; renewed by a
-    keep-alive of the lease. Each new client talks to one of the members, at random."""
+    grants at least 2 s) and, in one transaction, a key created under it only if absent, as
+    etcd3gw's lock does; the token is the revision of that transaction's own response (the
+    created key's create_revision), which the resource checks as it would a fencing token;
+    renewed by a keep-alive of the lease; released by revoking the lease (its key goes with
+    it). Each new client talks to one of the members, at random."""
 
-    name, check = "etcd (lease lock)", "guarded"
+    name, check, family, careful = "etcd (lease lock)", "guarded", "etcd", False
 
     def __init__(self, services):
-        self.client = Etcd3Client(host="127.0.0.1", port=random.choice(services.etcd_ports),
-                                  timeout=2)
+        self.client = Etcd3Client(host=services.etcd_host,
+                                  port=random.choice(services.etcd_ports), timeout=2)
 
     def acquire(self, key):
-        lock = self.client.lock(f"compare-{key}", ttl=max(1, TTL_MS // 1000))
-        if not lock.acquire():
-            lock.lease.revoke()
+        lease = self.client.lease(max(1, TTL_MS // 1000))
+        name = base64.b64encode(f"compare-{key}".encode()).decode()
+        created = self.client.transaction({
+            "compare": [{"key": name, "result": "EQUAL", "target": "CREATE",
+                         "create_revision": 0}],
+            "success": [{"request_put": {"key": name, "value": name, "lease": lease.id}}],
+            "failure": []})
+        if not created.get("succeeded"):
+            lease.revoke()
             return None
-        (_, meta), = self.client.get(lock.key, metadata=True)
-        return Grant(key, int(meta["create_revision"]), lock)
+        return Grant(key, int(created["header"]["revision"]), lease)
 
     def release(self, grant):
-        grant.handle.release()
-        grant.handle.lease.revoke()
+        grant.handle.revoke()
 
     def renew(self, grant):
-        return grant.handle.lease.refresh() > 0
+        return grant.handle.refresh() > 0
 
 
-SYSTEMS = {"redis": RedisLock, "redlock": RedlockLock, "etcd": EtcdLock, "by-hand": ByHand,
+SYSTEMS = {"redis": RedisLock, "redis-careful": RedisCareful, "redis-aof": RedisAof,
+           "redis-wait": RedisWait, "redlock": RedlockLock, "redlock-careful": RedlockCareful,
+           "redlock-delayed": RedlockDelayed, "etcd": EtcdLock, "by-hand": ByHand,
+           "by-hand-one": ByHandOneStatement,
            "fenced-xact": FencedTransaction, "fenced-lease": FencedLease,
-           "fenced-leader": FencedLeader}
+           "fenced-leader": FencedLeader, "fenced-control": FencedControl}
+# The throughput row's systems (the variants that take and release a lock as their base does
+# are left out, and WAIT needs a replica).
+THROUGHPUT = ("redis", "redis-aof", "redlock", "etcd", "by-hand", "by-hand-one", "fenced-xact",
+              "fenced-lease", "fenced-leader")
+# The rows every fault applies to (where it can); the variants run in their own columns.
+BASE = ("redis", "redis-careful", "redlock", "redlock-careful", "etcd", "by-hand",
+        "fenced-xact", "fenced-lease", "fenced-leader")
+# fenced_lock as users run it (not its control): what its cells must never let through.
+FENCED_LOCK = ("fenced-xact", "fenced-lease", "fenced-leader")
+# The systems whose lock is a session's or a transaction's on the lock server (by hand,
+# fenced_lock's transaction and leader locks): a dead client's lock lasts as long as the
+# server keeps its connection.
+CONNECTION_BOUND = ("by-hand", "fenced-xact", "fenced-leader")
+
+
+def error_class(error):
+    """"lost" when `error` says the lock service (or the resource's server) went away: no
+    SQLSTATE (libpq's own), class 08, 57P0x, 25P03 (the server ended the session, as
+    idle_in_transaction_session_timeout does), a Redis or etcd connection error or timeout,
+    Redlock's quorum not reached or unreachable. Otherwise the error's own code (SQLSTATE, Redis' error
+    word, the exception's name), which a cell counts."""
+    if isinstance(error, psycopg2.Error):
+        code = error.pgcode
+        if code is None or code.startswith(("08", "57P0")) or code == "25P03":
+            return "lost"
+        return code
+    if isinstance(error, (redis.ConnectionError, redis.TimeoutError, ConnectionError,
+                          QuorumNotAchieved, QuorumIsImpossible, ConnectionFailedError, ConnectionTimeoutError)):
+        return "lost"
+    if isinstance(error, redis.ResponseError):
+        return str(error).split()[0] if str(error).split() else "ResponseError"
+    return type(error).__name__
 
 
 class Resource:

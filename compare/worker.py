@@ -6,12 +6,15 @@ WORK_MS, write the value + 1 back with whatever token the system gave, release. 
 system's lock is a lease, a watchdog thread renews it every third of the TTL while the work
 goes on, as lock clients do (Redisson's watchdog, etcd's keep-alive); a failed renewal does not
 stop the work, since no check before the write can close the window (a pause can fall between
-the check and the write). ROW_BASE `none`: the rest of an application, taking other keys
+the check and the write), except for a careful client, which gives its write up when a renewal
+found the lock lost or its validity ran out. ROW_BASE `none`: the rest of an application, taking other keys
 without work and without touching the resource. Lines in LOG:
     G name key token monotonic_ns      granted
-    R name key held|lost|error         a renewal
+    R name key held|lost|error:CLASS   a renewal
     W name key token accepted|refused monotonic_ns
-    E name monotonic_ns error          the lock service failed this cycle
+    A name key monotonic_ns            a careful client gave its write up (lock lost)
+    E name monotonic_ns f CLASS        an error ended this cycle (CLASS `lost`: the lock
+                                       service went away; else the error's code)
 and, beside LOG (LOG's name with .history), its history for the checker (checker/README.md):
 an invoke and an ok / fail / info line per acquire, renew, release, read and write."""
 
@@ -27,8 +30,9 @@ import psycopg2
 import redis
 from etcd3gw.exceptions import Etcd3Exception
 from pottery import PotteryError
+from pottery.exceptions import PrimitiveError
 
-from systems import SYSTEMS, TTL_MS, Endpoints, Resource
+from systems import SYSTEMS, TTL_MS, Endpoints, Resource, error_class, validity_s
 
 system_name, name, endpoints, row_base, work_ms, log_path = sys.argv[1:7]
 keys = [int(key) for key in sys.argv[7:]]
@@ -81,10 +85,12 @@ class History:
                 self.incarnation += 1
         self.event(kind, handle, fields)
 
-    def lost(self):
-        """The lock service failed: every open operation's outcome is unknown."""
+    def abandon(self, error, code):
+        """An error ended the cycle: every open operation ends as unknown (info) when the
+        service went away, as failed when the server refused it with an error of its own."""
         for handle in sorted(self.open):
-            self.end(handle, "info")
+            self.end(handle, "info" if code == "lost" else "fail", error=type(error).__name__,
+                     code=code)
 
     def event(self, kind, handle, fields):
         process, op, f, key = handle
@@ -115,12 +121,19 @@ class Watchdog(threading.Thread):
         while not self.stopped.wait(TTL_MS / 3000):
             renewal = history.invoke("renew", self.grant.key, watchdog=True,
                                      token=token_of(self.grant))
+            asked_at = time.monotonic()
             try:
                 held = "held" if self.system.renew(self.grant) else "lost"
                 history.end(renewal, "ok" if held == "held" else "fail")
+                if held == "held":
+                    self.grant.valid_until = asked_at + validity_s()
+                else:
+                    self.grant.lost = True
             except Exception as error:  # noqa: BLE001  (logged; the work goes on regardless)
-                held = f"error:{type(error).__name__}"
-                history.end(renewal, "info", error=type(error).__name__)
+                code = error_class(error)
+                held = f"error:{code}"
+                history.end(renewal, "info" if code == "lost" else "fail",
+                            error=type(error).__name__, code=code)
             log(f"R {name} {self.grant.key} {held}")
 
     def finish(self):
@@ -131,24 +144,18 @@ class Watchdog(threading.Thread):
         return not self.is_alive()
 
 
-def lost_service(error):
-    """Whether `error` says the lock service went away. psycopg2 raises DatabaseError, not
-    OperationalError, for a server that closed the connection, and its `closed` can still be 0
-    then (workers died of it at a crashed primary): such an error counts when it has no
-    SQLSTATE (libpq's own, not the server's), so that any SQL error stays loud."""
-    if isinstance(error, psycopg2.DatabaseError) and not isinstance(error,
-                                                                    psycopg2.OperationalError):
-        return error.pgcode is None
-    return True
-
-
-resource = None if row_base == "none" else Resource(services.resource_dsn)
+resource = None
 system = None
+doing = "connect"
 while running:
     try:
         if system is None:
+            doing = "connect"
             system = SYSTEMS[system_name](services)
+        if resource is None and row_base != "none":
+            resource = Resource(services.resource_dsn)
         key = random.choice(keys)
+        doing = "acquire"
         acquiring = history.invoke("acquire", key)
         grant = system.acquire(key)
         if grant is None:
@@ -158,7 +165,8 @@ while running:
         history.end(acquiring, "ok", token=token_of(grant))
         granted_ns = time.monotonic_ns()
         log(f"G {name} {key} {grant.token} {granted_ns}")
-        if resource is None:
+        if row_base == "none":
+            doing = "release"
             releasing = history.invoke("release", key, token=token_of(grant))
             system.release(grant)
             history.end(releasing, "ok")
@@ -166,36 +174,40 @@ while running:
             continue
         watchdog = Watchdog(system, grant) if hasattr(system, "renew") else None
         try:
+            doing = "read"
             reading = history.invoke("read", key, token=token_of(grant))
             value = resource.read(system.check, int(row_base) + key, grant.token)
             # A claim refused: a newer holder has been here, nothing was read.
             history.end(reading, "fail" if value is None else "ok", value=value)
             time.sleep(work_ms / 1000)
-            writing = history.invoke("write", key, token=token_of(grant), grant=granted_ns,
-                                     value=None if value is None else value + 1)
-            accepted = resource.write(system.check, int(row_base) + key, name, grant.token,
-                                      value, granted_ns, time.monotonic_ns())
-            history.end(writing, "ok", accepted=accepted)
-            log(f"W {name} {key} {grant.token} {'accepted' if accepted else 'refused'} "
-                f"{time.monotonic_ns()}")
+            if system.careful and (grant.lost or time.monotonic() > grant.valid_until):
+                # The careful client's check: the lock may no longer be its own, so no write.
+                log(f"A {name} {key} {time.monotonic_ns()}")
+            else:
+                doing = "write"
+                writing = history.invoke("write", key, token=token_of(grant), grant=granted_ns,
+                                         value=None if value is None else value + 1)
+                accepted = resource.write(system.check, int(row_base) + key, name,
+                                          grant.token, value, granted_ns, time.monotonic_ns())
+                history.end(writing, "ok", accepted=accepted)
+                log(f"W {name} {key} {grant.token} {'accepted' if accepted else 'refused'} "
+                    f"{time.monotonic_ns()}")
         finally:
             stuck = watchdog is not None and not watchdog.finish()
         if stuck:
             raise ConnectionError("a renewal is stuck on the lock service")
+        doing = "release"
         releasing = history.invoke("release", key, token=token_of(grant))
-        try:
-            system.release(grant)
-            history.end(releasing, "ok")
-        except Exception as error:  # noqa: BLE001  (the lock had expired: pottery raises)
-            history.end(releasing, "info", error=type(error).__name__)
-            log(f"E {name} {time.monotonic_ns()} release:{type(error).__name__}")
-    except (psycopg2.DatabaseError, psycopg2.InterfaceError, redis.RedisError,
-            Etcd3Exception, PotteryError, ConnectionError) as error:
-        if not lost_service(error):
-            raise
-        # The lock service went away: whatever this worker held is gone with its client.
-        history.lost()
-        log(f"E {name} {time.monotonic_ns()} {type(error).__name__}")
-        system = None
+        system.release(grant)
+        history.end(releasing, "ok")
+    except (psycopg2.Error, redis.RedisError, Etcd3Exception, PotteryError, PrimitiveError,
+            ConnectionError) as error:
+        # Counted, never swallowed: the lock service went away (`lost`: whatever this worker
+        # held is gone with its client), or a server refused the call with an error of its
+        # own (its code). Either ends the cycle; the worker starts over with new clients.
+        code = error_class(error)
+        history.abandon(error, code)
+        log(f"E {name} {time.monotonic_ns()} {doing} {code}")
+        system = resource = None
         time.sleep(0.05)
 out.close()

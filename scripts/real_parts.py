@@ -1,7 +1,8 @@
 """The real components the HA suite (ha/) and the comparison (compare/) start, all on
 127.0.0.1 or Unix sockets and stopped by pid: free TCP ports below the ephemeral range,
 processes with their logs, PostgreSQL servers (scripts/pg.sh), etcd 3.4 members, TCP proxies
-that can cut or blackhole a link (scripts/tcp_proxy.py)."""
+that can cut or blackhole a link (scripts/tcp_proxy.py), and network namespaces of the run's
+own whose packets nftables can drop."""
 
 import json
 import os
@@ -86,9 +87,10 @@ def stop_pid(pid, sig=signal.SIGTERM, timeout=20):
         pass
 
 
-def pg(*argv):
-    """scripts/pg.sh with these arguments (start, standby, stop, crash, promote ...)."""
-    subprocess.run([PG, *argv], check=True, stdout=subprocess.DEVNULL)
+def pg(*argv, env=None):
+    """scripts/pg.sh with these arguments (start, standby, stop, crash, promote ...); the
+    server started in `env` when given (libfaketime's)."""
+    subprocess.run([PG, *argv], check=True, stdout=subprocess.DEVNULL, env=env)
 
 
 def pg_stop(directory):
@@ -102,12 +104,12 @@ def socket_of(directory):
                           text=True).stdout.strip()
 
 
-def dsn_of(*directories, **options):
+def dsn_of(*directories, port=5432, **options):
     """libpq's connection string for pg.sh's servers in `directories` (several: the one that
     `options` such as target_session_attrs pick, as a client of a primary and its standby
-    connects)."""
+    connects); `port`: a server started with a port of its own."""
     hosts = ",".join(socket_of(directory) for directory in directories)
-    ports = ",".join("5432" for _ in directories)
+    ports = ",".join(str(port) for _ in directories)
     extra = "".join(f" {name}={value}" for name, value in options.items())
     return f"host={hosts} port={ports} user=postgres dbname=postgres{extra}"
 
@@ -145,8 +147,10 @@ class Etcd:
     """Three etcd 3.4 members on 127.0.0.1, with the v2 API too (Patroni 3.0.2's `etcd:`
     section speaks it; 3.4 serves it only with --enable-v2)."""
 
-    def __init__(self, processes, directory):
-        self.processes, self.directory = processes, directory
+    def __init__(self, processes, directory, hosts=()):
+        """`hosts`: addresses the members serve clients on besides 127.0.0.1 (a namespace's
+        way to the host)."""
+        self.processes, self.directory, self.hosts = processes, directory, hosts
         ports = free_ports(6)
         self.client_ports, self.peer_ports = ports[:3], ports[3:]
         self.members, self.argvs = [], []
@@ -159,7 +163,8 @@ class Etcd:
             shutil.rmtree(data, ignore_errors=True)
             self.argvs.append([
                 "etcd", "--name", f"e{i}", "--data-dir", data, "--enable-v2=true",
-                "--listen-client-urls", f"http://127.0.0.1:{client}",
+                "--listen-client-urls",
+                ",".join(f"http://{host}:{client}" for host in ("127.0.0.1", *self.hosts)),
                 "--advertise-client-urls", f"http://127.0.0.1:{client}",
                 "--listen-peer-urls", f"http://127.0.0.1:{peer}",
                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
@@ -211,3 +216,76 @@ class Proxy:
     def stop(self):
         stop_pid(self.process.pid, timeout=5)
         self.process.wait()
+
+
+class Namespaces:
+    """Network namespaces of this run's own, each joined to the host by a veth pair (the host
+    at .1 of a /30, the namespace at .2), so that a process run in one can be cut off with
+    nftables: its packets dropped both ways, nothing acknowledged, no FIN or RST reaching the
+    host, as between machines. Only these namespaces and loopback are ever addressed. A
+    filesystem socket (a Unix-domain socket) still connects across namespaces."""
+
+    CUT = ("table inet fenced_lock_cut { "
+           "chain input { type filter hook input priority 0; policy drop; }; "
+           "chain output { type filter hook output priority 0; policy drop; }; }")
+
+    def __init__(self, count):
+        self.prefix = f"fenced-lock-{os.getpid()}-"
+        Namespaces.remove_stale()
+        # A /16 of 10/8 that no address of this machine is in (the second octet from the pid,
+        # so that two runs side by side do not meet).
+        taken = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True,
+                               check=True).stdout
+        octet = 20 + os.getpid() % 200
+        while f" 10.{octet}." in taken:
+            octet = 20 + (octet - 19) % 200
+        self.network = f"10.{octet}.0.0/16"
+        self.names, self.hosts, self.addresses = [], [], []
+        for index in range(count):
+            name, veth = f"{self.prefix}{index}", f"flv{os.getpid()}h{index}"
+            host, address = f"10.{octet}.{index}.1", f"10.{octet}.{index}.2"
+            self.names.append(name)
+            for argv in (["ip", "netns", "add", name],
+                         ["ip", "link", "add", veth, "type", "veth", "peer", "name", "inner",
+                          "netns", name],
+                         ["ip", "addr", "add", f"{host}/30", "dev", veth],
+                         ["ip", "link", "set", veth, "up"],
+                         *(["ip", "netns", "exec", name, *step] for step in (
+                             ["ip", "addr", "add", f"{address}/30", "dev", "inner"],
+                             ["ip", "link", "set", "inner", "up"],
+                             ["ip", "link", "set", "lo", "up"]))):
+                subprocess.run(argv, check=True)
+            self.hosts.append(host)
+            self.addresses.append(address)
+
+    @staticmethod
+    def remove_stale():
+        """Namespaces left by a run that was killed before it could remove them."""
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        for line in listed.splitlines():
+            name = line.split()[0] if line.split() else ""
+            parts = name.split("-")
+            if name.startswith("fenced-lock-") and len(parts) == 4 and parts[2].isdigit():
+                if not os.path.exists(f"/proc/{parts[2]}"):
+                    subprocess.run(["ip", "netns", "del", name])
+
+    def command(self, index, argv):
+        """`argv` run inside namespace `index`."""
+        return ["ip", "netns", "exec", self.names[index], *argv]
+
+    def cut(self, index):
+        """Every packet in and out of namespace `index` dropped from now on."""
+        subprocess.run(self.command(index, ["nft", "-f", "-"]), input=self.CUT, text=True,
+                       check=True)
+
+    def restore(self, index):
+        subprocess.run(self.command(index, ["nft", "delete", "table", "inet",
+                                            "fenced_lock_cut"]), check=False,
+                       stderr=subprocess.DEVNULL)
+
+    def remove(self):
+        """Removes every namespace (its end of the veth pair with it, so the host's end goes
+        too); never raises (for clean-ups)."""
+        for name in self.names:
+            subprocess.run(["ip", "netns", "del", name], stderr=subprocess.DEVNULL)
+        self.names = []

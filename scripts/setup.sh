@@ -24,8 +24,9 @@ PACKAGES=("${BUILD_PACKAGES[@]}" postgresql-15 postgresql-server-dev-15 postgres
 PACKAGES+=(libpostgresql-jdbc-java golang-go golang-github-jackc-pgx-v4-dev ruby-pg libdbd-pg-perl
     php-cli php-pgsql)
 # The HA suite (ha/): Patroni 3.0 and etcd 3.4 (Patroni brings psycopg2 for Debian's Python);
-# the comparison (compare/): Redis 7 with Sentinel, and libfaketime for its clock jumps.
-PACKAGES+=(patroni etcd-server etcd-client redis-server redis-sentinel libfaketime)
+# the comparison (compare/): Redis 7 with Sentinel, libfaketime for its clock jumps, and
+# iproute2 and nftables for its partitions and lost hosts (network namespaces of its own).
+PACKAGES+=(patroni etcd-server etcd-client redis-server redis-sentinel libfaketime iproute2 nftables)
 command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 command -v javac >/dev/null || PACKAGES+=(default-jdk-headless)
 
