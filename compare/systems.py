@@ -198,12 +198,18 @@ class OneCallLock:
         self.conn = psycopg2.connect(services.lock_dsn)
         self.conn.autocommit = True
         self.owner = uuid.uuid4().hex
+        self.server_time = None
 
     def call(self, sql, key, token=None):
+        """The call's answer; a second column, where the SQL has one, is the lock server's
+        clock as the call ran (`server_time`, for the history)."""
         with self.conn.cursor() as cursor:
             cursor.execute(sql, {"ns": NAMESPACE, "key": key, "owner": self.owner,
                                  "ttl": TTL_MS / 1000, "token": token})
-            return cursor.fetchone()[0]
+            row = cursor.fetchone()
+        if len(row) > 1:
+            self.server_time = row[1]
+        return row[0]
 
     def acquire(self, key):
         token = self.call(self.ACQUIRE, key)
@@ -218,10 +224,12 @@ class FencedLease(OneCallLock):
     resource's fenced_update, `release_lease`."""
 
     name, check = "fenced_lock (lease)", "fenced_update"
+    # The database's clock (microseconds since the epoch), on which the lease's expiry is.
+    SERVER_TIME = ", (extract(epoch FROM clock_timestamp()) * 1e6)::bigint"
     ACQUIRE = ("SELECT acquire_lease(%(ns)s, %(key)s, %(owner)s, "
-               "make_interval(secs => %(ttl)s))")
+               "make_interval(secs => %(ttl)s))" + SERVER_TIME)
     RENEW = ("SELECT renew_lease(%(ns)s, %(key)s, %(token)s, make_interval(secs => %(ttl)s)) "
-             "IS NOT NULL")
+             "IS NOT NULL" + SERVER_TIME)
     RELEASE = "SELECT release_lease(%(ns)s, %(key)s, %(token)s)"
 
     def renew(self, grant):

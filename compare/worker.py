@@ -108,6 +108,13 @@ def token_of(grant):
     return grant.token if isinstance(grant.token, int) else None
 
 
+def server_time(system):
+    """The lock server's clock at the system's last call, where a lease on it is involved (a
+    history's `server_time`), as keyword arguments."""
+    time_us = getattr(system, "server_time", None)
+    return {} if time_us is None else {"server_time": time_us}
+
+
 class Watchdog(threading.Thread):
     """Renews `grant` every third of the TTL until stopped."""
 
@@ -124,7 +131,8 @@ class Watchdog(threading.Thread):
             asked_at = time.monotonic()
             try:
                 held = "held" if self.system.renew(self.grant) else "lost"
-                history.end(renewal, "ok" if held == "held" else "fail")
+                history.end(renewal, "ok" if held == "held" else "fail",
+                            **server_time(self.system))
                 if held == "held":
                     self.grant.valid_until = asked_at + validity_s()
                 else:
@@ -162,7 +170,7 @@ while running:
             history.end(acquiring, "fail")
             time.sleep(0.005)
             continue
-        history.end(acquiring, "ok", token=token_of(grant))
+        history.end(acquiring, "ok", token=token_of(grant), **server_time(system))
         granted_ns = time.monotonic_ns()
         log(f"G {name} {key} {grant.token} {granted_ns}")
         if row_base == "none":
