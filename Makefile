@@ -126,10 +126,10 @@ bench: install
 profile: install
 	scripts/profile.sh
 
-# fenced_lock under Patroni + etcd (ha/): both modes and the control; QUICK=1 is the short form
-# that `make test` runs.
+# fenced_lock under Patroni + etcd (ha/): both modes and the controls, every trial's history
+# read by the checker; QUICK=1 is the short form that `make test` runs.
 ha: install
-	cargo build --manifest-path examples/leader/Cargo.toml --target-dir target/faults
+	cargo build --manifest-path checker/Cargo.toml --target-dir target/checker
 	ha/run.sh $(if $(QUICK),--quick)
 
 # The failure table measured: Redis, Redlock, etcd, PostgreSQL by hand and fenced_lock through

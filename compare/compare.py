@@ -19,10 +19,11 @@ from collections import Counter, defaultdict
 import psycopg2
 
 from services import ADVISED_TCP, HERE, Clock, Services
+from counters import commits, reset_rows
+from real_parts import commit_measured, first_line
+from histories import check_trial, history_of, read_history
 from systems import BASE, CONNECTION_BOUND, FENCED_LOCK, SYSTEMS, THROUGHPUT, TTL_MS
 
-# The history checker (checker/), built by `make compare`.
-CHECKER = os.path.join(HERE, "..", "target", "checker", "debug", "check-histories")
 # What the checker counts that fencing allows: a holder whose lease ended while it worked may
 # still write before its successor reaches the resource (the successor then reads that
 # write); what fencing must prevent is any other kind.
@@ -63,12 +64,7 @@ class Trial:
         self.fault_key = self.fault_start = self.fault_end = self.killed = None
         self.logs = [os.path.join(directory, f"t{number}-w{i}.events") for i in
                      range(WORKERS)]
-        with psycopg2.connect(services.resource_dsn) as conn:
-            conn.cursor().execute(
-                "INSERT INTO counters SELECT %s + key, 0, NULL FROM unnest(%s::int[]) key "
-                "ON CONFLICT (id) DO UPDATE SET value = 0, fence = NULL",
-                (self.row_base, HOT_KEYS))
-        conn.close()
+        reset_rows(services.resource_dsn, self.row_base, HOT_KEYS)
         fault.prepare(self)
         self.workers = [self.spawn(f"w{i}", str(self.row_base), self.work_ms, path, HOT_KEYS,
                                    fault.endpoints(self, i), i if fault.namespaced else None)
@@ -525,7 +521,7 @@ def analyse(trial, measured):
     summary = check_history(trial)
     errors, lost = Counter(), 0
     for path in trial.token_logs:
-        for event in read_history(path):
+        for event in read_history(history_of(path)):
             code = event.get("code")
             if code == "lost":
                 lost += 1
@@ -537,45 +533,13 @@ def analyse(trial, measured):
             "events": None if summary is None else summary["harmful_events"], **measured}
 
 
-def read_history(log):
-    """A worker's history (beside its events log), as events."""
-    try:
-        with open(log.rsplit(".", 1)[0] + ".history") as history:
-            return [json.loads(line) for line in history if line.strip()]
-    except FileNotFoundError:
-        return []
-
-
 def check_history(trial):
     """The trial's history (its workers' operations and the resource's accepted writes in
-    commit order, in checker/README.md's format) in DIRECTORY/tN.history, read by the checker:
-    its summary (violations by kind, harmful events), or None when it could not read the
-    history."""
-    with psycopg2.connect(trial.services.resource_dsn) as conn:
-        cursor = conn.cursor()
-        cursor.execute("SELECT seq, id - %s, worker, token, granted_ns, read_value FROM writes "
-                       "WHERE id >= %s AND id < %s AND accepted ORDER BY seq",
-                       (trial.row_base, trial.row_base, trial.row_base + 10))
-        commits = cursor.fetchall()
-    conn.close()
-    path = os.path.join(trial.directory, f"t{trial.number}.history")
-    with open(path, "w") as history:
-        for log in trial.token_logs:
-            try:
-                with open(log.rsplit(".", 1)[0] + ".history") as worker:
-                    history.writelines(worker)
-            except FileNotFoundError:
-                pass
-        for seq, key, worker, token, granted_ns, read in commits:
-            history.write(json.dumps({"type": "commit", "f": "write", "key": str(key),
-                                      "seq": seq, "worker": worker, "token": token,
-                                      "grant": granted_ns, "read": read,
-                                      "value": read + 1}) + "\n")
-    checked = subprocess.run([CHECKER, "--report", path], capture_output=True, text=True)
-    if checked.returncode != 0:
-        print(f"checker: {path}: {checked.stderr.strip()}", flush=True)
-        return None
-    return json.loads(checked.stdout)
+    commit order) in DIRECTORY/tN.history, read by the checker: its summary (violations by
+    kind, harmful events), or None when it could not read the history."""
+    return check_trial(os.path.join(trial.directory, f"t{trial.number}.history"),
+                       [history_of(log) for log in trial.token_logs],
+                       commits(trial.services.resource_dsn, trial.row_base, 10))
 
 
 THROUGHPUT_CLIENTS = 8
@@ -741,26 +705,11 @@ def deviations():
 
 
 def versions():
-    def first_line(argv):
-        try:
-            return subprocess.run(argv, capture_output=True, text=True).stdout.splitlines()[0]
-        except (OSError, IndexError):
-            return "?"
     from importlib.metadata import version
     return [first_line(["redis-server", "--version"]), first_line(["etcd", "--version"]),
             first_line(["/usr/lib/postgresql/15/bin/postgres", "--version"]),
             "clients: " + ", ".join(f"{name} {version(name)}" for name in
                                     ("redis", "pottery", "etcd3gw", "psycopg2-binary"))]
-
-
-def commit_measured():
-    """The commit this run measured, with " (dirty)" when the tree had changes."""
-    def git(*argv):
-        return subprocess.run(["git", "-C", os.path.join(HERE, ".."), *argv],
-                              capture_output=True, text=True).stdout.strip()
-    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    return commit + (" (dirty)" if git("status", "--porcelain", "--untracked-files=no")
-                     else "")
 
 
 def history_format():

@@ -33,6 +33,9 @@ fi
 rm -rf "$ROOT/run"
 # No bytecode caches in the checkout.
 export PYTHONDONTWRITEBYTECODE=1
+# The modules compare shares with ha (scripts/: histories, the counters, real parts), for the
+# harness and every worker it starts.
+export PYTHONPATH=$PWD/scripts
 # In the background, so that a SIGTERM or Ctrl-C to this script reaches compare.py, which
 # stops every server it started (bash would otherwise exit and leave it running).
 "$ROOT/venv/bin/python" compare/compare.py "$ROOT/run" "$@" &

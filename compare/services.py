@@ -19,6 +19,7 @@ import redis
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from counters import create_schema  # noqa: E402
 from real_parts import (Etcd, Namespaces, Processes, Proxy, dsn_of, free_ports,  # noqa: E402
                         pg, pg_stop, socket_of, stop_pid, wait_for)
 
@@ -311,10 +312,7 @@ class Services:
         with psycopg2.connect(self.lock_dsn) as conn:
             conn.cursor().execute("SELECT pg_reload_conf()")
         conn.close()
-        from systems import Resource
-        with psycopg2.connect(self.resource_dsn) as conn:
-            conn.cursor().execute(Resource.SCHEMA)
-        conn.close()
+        create_schema(self.resource_dsn)
 
     def crash_lock_server(self):
         """Immediate stop (as a crash: no checkpoint) and start again."""

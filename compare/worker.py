@@ -18,13 +18,11 @@ without work and without touching the resource. Lines in LOG:
 and, beside LOG (LOG's name with .history), its history for the checker (checker/README.md):
 an invoke and an ok / fail / info line per acquire, renew, release, read and write."""
 
-import json
 import random
 import signal
 import sys
 import threading
 import time
-import zlib
 
 import psycopg2
 import redis
@@ -32,7 +30,9 @@ from etcd3gw.exceptions import Etcd3Exception
 from pottery import PotteryError
 from pottery.exceptions import PrimitiveError
 
-from systems import SYSTEMS, TTL_MS, Endpoints, Resource, error_class, validity_s
+from counters import Counters
+from histories import History, history_of
+from systems import SYSTEMS, TTL_MS, Endpoints, error_class, validity_s
 
 system_name, name, endpoints, row_base, work_ms, log_path = sys.argv[1:7]
 keys = [int(key) for key in sys.argv[7:]]
@@ -56,51 +56,7 @@ def log(line):
         out.write(line + "\n")
 
 
-class History:
-    """This worker's operations, one JSON line per event (checker/README.md). The main loop
-    and the renewing watchdog are a process each; after an operation whose outcome is unknown
-    (info), the worker's processes are new ones, as Jepsen's are."""
-
-    def __init__(self, path):
-        self.out = open(path, "a", buffering=1)
-        self.base = zlib.crc32(name.encode()) % 4000 * 1_000_000
-        self.incarnation = 0
-        self.ops = 0
-        self.open = set()
-
-    def invoke(self, f, key, watchdog=False, **fields):
-        with log_guard:
-            self.ops += 1
-            handle = (self.base + 2 * self.incarnation + watchdog, self.ops, f, key)
-            self.open.add(handle)
-        self.event("invoke", handle, fields)
-        return handle
-
-    def end(self, handle, kind, **fields):
-        with log_guard:
-            if handle not in self.open:
-                return
-            self.open.discard(handle)
-            if kind == "info":
-                self.incarnation += 1
-        self.event(kind, handle, fields)
-
-    def abandon(self, error, code):
-        """An error ended the cycle: every open operation ends as unknown (info) when the
-        service went away, as failed when the server refused it with an error of its own."""
-        for handle in sorted(self.open):
-            self.end(handle, "info" if code == "lost" else "fail", error=type(error).__name__,
-                     code=code)
-
-    def event(self, kind, handle, fields):
-        process, op, f, key = handle
-        line = json.dumps({"type": kind, "f": f, "worker": name, "process": process, "op": op,
-                           "time": time.monotonic_ns(), "key": str(key), **fields})
-        with log_guard:
-            self.out.write(line + "\n")
-
-
-history = History(log_path.rsplit(".", 1)[0] + ".history")
+history = History(history_of(log_path), name)
 
 
 def token_of(grant):
@@ -161,7 +117,7 @@ while running:
             doing = "connect"
             system = SYSTEMS[system_name](services)
         if resource is None and row_base != "none":
-            resource = Resource(services.resource_dsn)
+            resource = Counters(services.resource_dsn)
         key = random.choice(keys)
         doing = "acquire"
         acquiring = history.invoke("acquire", key)
@@ -214,7 +170,7 @@ while running:
         # held is gone with its client), or a server refused the call with an error of its
         # own (its code). Either ends the cycle; the worker starts over with new clients.
         code = error_class(error)
-        history.abandon(error, code)
+        history.abandon(error, code, code == "lost")
         log(f"E {name} {time.monotonic_ns()} {doing} {code}")
         system = resource = None
         time.sleep(0.05)

@@ -127,6 +127,10 @@ class Node:
     def dsn(self, dbname="postgres"):
         return f"host=127.0.0.1 port={self.pg_port} user=postgres dbname={dbname}"
 
+    def pinned_dsn(self):
+        """A client that always connects to this node, whatever its role now."""
+        return self.dsn() + " connect_timeout=2"
+
     def stop(self):
         """Patroni (which stops its server), then the server should it still run."""
         for pid in reversed(self.patroni_pids()):

@@ -1,8 +1,10 @@
 """The faults, each done to the current primary of a healthy cluster. Each returns what it did
 and waits until the cluster is healthy again (a leader, two replicas on its timeline)."""
 
+import contextlib
 import os
 import signal
+import threading
 import time
 
 import psycopg2
@@ -22,11 +24,15 @@ def candidate(cluster, leader):
 
 
 def new_leader(cluster, old, timeout=90):
-    return wait_for(f"a leader other than {old.name}", lambda: (
+    """The promoted node, once Patroni reports it; the time it was seen goes to
+    cluster.promoted_at (a fault may go on after it: a frozen Patroni stays frozen)."""
+    promoted = wait_for(f"a leader other than {old.name}", lambda: (
         (leader := cluster.leader()) is not None and leader is not old and leader), timeout)
+    cluster.promoted_at = time.monotonic_ns()
+    return promoted
 
 
-def switchover(cluster, leader):
+def switchover(cluster, leader, control):
     target = candidate(cluster, leader)
     result = cluster.patronictl("switchover", "--leader", leader.name, "--candidate",
                                 target.name, "--force")
@@ -35,7 +41,7 @@ def switchover(cluster, leader):
     return new_leader(cluster, leader)
 
 
-def failover(cluster, leader):
+def failover(cluster, leader, control):
     target = candidate(cluster, leader)
     result = cluster.patronictl("failover", "--candidate", target.name, "--force")
     if result.returncode != 0:
@@ -43,7 +49,7 @@ def failover(cluster, leader):
     return new_leader(cluster, leader)
 
 
-def crash_postmaster(cluster, leader):
+def crash_postmaster(cluster, leader, control):
     """kill -9 of the primary's postmaster: Patroni 3.0.2 restarts it in place and promotes it
     again, on a new timeline, rather than failing over."""
     timeline = leader.rest()["timeline"]
@@ -70,25 +76,40 @@ def rejoin(cluster, lost):
     return promoted
 
 
-def lose_node_fault(cluster, leader):
+def lose_node_fault(cluster, leader, control):
     return rejoin(cluster, lose_node(cluster, leader))
 
 
-def freeze_patroni(cluster, leader):
-    """SIGSTOP of the primary's Patroni until a replica is promoted: its PostgreSQL keeps
-    accepting writes, so two writable primaries exist until the thawed Patroni demotes it."""
+# How long a frozen Patroni stays frozen after a replica was promoted: two writable primaries
+# for several of Patroni's ttl. In a control, that time begins once the old primary's token
+# sequence has passed where the promoted one's began (its tokens then repeat the new
+# primary's; the rest of the application draws tokens until then, at most CONTROL_FROZEN_S).
+FROZEN_AFTER_PROMOTION_S = 2 * PATRONI_TTL
+CONTROL_FROZEN_S = 60
+
+
+def freeze_patroni(cluster, leader, control):
+    """SIGSTOP of the primary's Patroni until a replica is promoted and then some: its
+    PostgreSQL keeps accepting writes, so two writable primaries exist until the thawed
+    Patroni demotes it."""
     pids = leader.patroni_pids()
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
     try:
         promoted = new_leader(cluster, leader, timeout=PATRONI_TTL * 6)
+        if control:
+            began = sequence_position(promoted)
+            with rest_of_application(leader):
+                wait_for("the old primary's tokens past the promoted one's first", lambda: (
+                    sequence_position(leader) > began), CONTROL_FROZEN_S, interval=0.05)
+        time.sleep(FROZEN_AFTER_PROMOTION_S)
     finally:
         for pid in reversed(pids):
             os.kill(pid, signal.SIGCONT)
     return promoted
 
 
-def cut_from_dcs(cluster, leader):
+def cut_from_dcs(cluster, leader, control):
     """The primary's Patroni loses etcd (its proxy resets every connection): it demotes its
     server, and a replica takes the leader key once it expires."""
     leader.dcs_proxy.cut()
@@ -100,22 +121,55 @@ def cut_from_dcs(cluster, leader):
     return promoted
 
 
-def lagging_failover(cluster, leader):
+def lagging_failover(cluster, leader, control):
     """Asynchronous mode: the replicas lose their link to the primary (its replication proxy
-    is cut) while it goes on handing out tokens, until its token sequence has moved, so that
-    some of them are in WAL no replica has; then the node is lost. Patroni promotes a replica
-    within maximum_lag_on_failover; the old primary is rewound when it comes back."""
+    is cut) while it goes on handing out tokens, until its token sequence has moved past the
+    replicas' (the rest of the application draws tokens until then), so that the tokens its
+    clients get next are in WAL no replica has; then the node is lost. Patroni promotes a
+    replica within maximum_lag_on_failover; the old primary is rewound when it comes back."""
     leader.replication_proxy.cut()
     try:
-        start = sequence_position(leader)
-        wait_for("the primary's token sequence to move past the replicas",
-                 lambda: sequence_position(leader) > start, 60, interval=0.1)
-        # Tokens from the new block reach the clients.
+        # What was shipped before the cut is replayed by now.
         time.sleep(0.5)
+        replicas = max(sequence_position(node) for node in cluster.nodes if node is not leader)
+        with rest_of_application(leader):
+            wait_for("the primary's token sequence to move past the replicas",
+                     lambda: sequence_position(leader) > replicas, 60, interval=0.05)
+        # The clients' tokens from beyond the replicas' position reach the resource.
+        time.sleep(1)
         lose_node(cluster, leader)
     finally:
         leader.replication_proxy.restore()
     return rejoin(cluster, leader)
+
+
+@contextlib.contextmanager
+def rest_of_application(node):
+    """The rest of an application drawing tokens on `node` as fast as it can (other keys of
+    a namespace of its own, 40 a transaction), so that the token sequence moves within a
+    fault's window: the shared allocator reserves token_block tokens a step."""
+    stopped = threading.Event()
+
+    def draw():
+        while not stopped.is_set():
+            try:
+                conn = psycopg2.connect(node.dsn(), connect_timeout=2,
+                                        options="-c statement_timeout=3000")
+                with contextlib.closing(conn), conn.cursor() as cursor:
+                    while not stopped.is_set():
+                        cursor.execute("SELECT count(acquire_fenced(7003, key)) "
+                                       "FROM generate_series(1, 40) key")
+                        conn.commit()
+            except psycopg2.Error:
+                time.sleep(0.1)
+
+    thread = threading.Thread(target=draw, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stopped.set()
+        thread.join(timeout=10)
 
 
 def sequence_position(node):
@@ -146,13 +200,25 @@ FAULTS = {
 }
 
 
-def run_fault(cluster, kind):
+# Where the primary's server goes on for a while as a primary once another node is promoted.
+SPLIT_BRAIN = {"frozen patroni"}
+
+
+def run_fault(cluster, kind, trial, control):
+    """Does `kind` to the primary while the trial's client pinned to it is paused holding a
+    key (but in a split brain); resumes that client once a holder on the new primary wrote
+    its key."""
     leader = cluster.leader()
     timeline = leader.rest()["timeline"]
+    # In a split brain the client pinned to the old primary goes on working there instead.
+    if kind not in SPLIT_BRAIN:
+        trial.pause_holder(leader)
     started = time.monotonic_ns()
     log(f"fault: {kind} (primary {leader.name})")
-    promoted = FAULTS[kind](cluster, leader)
-    promoted_at = time.monotonic_ns()
+    cluster.promoted_at = None
+    promoted = FAULTS[kind](cluster, leader, control)
+    promoted_at = cluster.promoted_at or time.monotonic_ns()
+    trial.resume_holder()
     cluster.wait_healthy(RECOVERY_TIMEOUT)
     healthy_at = time.monotonic_ns()
     log(f"fault: {kind} done, primary {promoted.name}, healthy after "

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make ha`: fenced_lock under Patroni + etcd (ha/ha.py), as root, everything under build/ha.
-#   ha/run.sh           both modes (synchronous, asynchronous) and the control
-#   ha/run.sh --quick   one fault of each kind in synchronous mode, and the control once
-#                       (`make test`)
+#   ha/run.sh           every mode (synchronous, asynchronous, the controls), each fault
+#                       twice; writes docs/ha.md's results
+#   ha/run.sh --quick   the short form of `make test` (both modes, the lagging replica, the
+#                       frozen Patroni, one control); never writes docs/ha.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then
@@ -18,6 +19,21 @@ done
 rm -rf build/ha
 mkdir -p build/ha
 # Debian's Python: Patroni's own psycopg2 (python3-psycopg2) comes with it. No bytecode
-# caches in the checkout.
+# caches in the checkout. scripts/ has the modules ha shares with compare.
 export PYTHONDONTWRITEBYTECODE=1
-exec /usr/bin/python3 ha/ha.py build/ha "$@"
+export PYTHONPATH=$PWD/scripts
+/usr/bin/python3 ha/ha.py build/ha "$@" &
+ha=$!
+trap 'kill -TERM "$ha" 2>/dev/null; wait "$ha"; exit 143' TERM INT
+status=0
+wait "$ha" || status=$?
+trap - TERM INT
+# A full run's results replace docs/ha.md's, from its marker on (a failed run's too: the
+# report says which checks failed).
+if [ $# = 0 ] && [ -f build/ha/results.md ]; then
+    marker='<!-- The results below are written by `make ha`. -->'
+    { sed "/^$marker\$/q" docs/ha.md; echo; cat build/ha/results.md; } >build/ha/ha.md
+    grep -qxF "$marker" build/ha/ha.md && mv build/ha/ha.md docs/ha.md &&
+        echo "ha: wrote docs/ha.md"
+fi
+exit "$status"

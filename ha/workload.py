@@ -1,111 +1,181 @@
-"""The workload that runs through every fault: the resource server outside the cluster, four
-token clients (worker.py) and three lease leaders (examples/leader --lease)."""
+"""The workload that runs through each fault (a trial): the resource server outside the
+cluster, and the trial's workers (worker.py), all writing their histories:
 
+- three clients on a multi-host connection string (`target_session_attrs=read-write`),
+- one client pinned to each node by host (as a client behind a stale DNS entry or a pool),
+  which reconnects to that node after any error, so that during a split brain clients work on
+  both sides of it,
+- three lease workers competing for one lease (TTL 60 s, longer than any failover here).
+
+At the fault's start the pinned client of the primary is paused (SIGSTOP) while it holds its
+key, and resumed once a holder on the new primary has written that key: its late write is
+the one fencing must refuse."""
+
+import json
 import os
-import subprocess
+import signal
 import sys
-import threading
 import time
 
 import psycopg2
 
-from cluster import HERE, ROOT, log
-from real_parts import dsn_of, pg, pg_stop
+from cluster import HERE, log
+from counters import create_schema, reset_rows
+from histories import read_history
+from real_parts import dsn_of, pg, pg_stop, wait_for
 
 HOT_KEYS = [1, 2, 3]
-CLIENTS = 4
-LEADERS = 3
-LEASE_TTL_MS = 2000
-LEADER_BINARY = os.path.join(ROOT, "target/faults/debug/fenced_leader")
-
-RESOURCE_SCHEMA = """
-CREATE EXTENSION IF NOT EXISTS fenced_lock;
-DROP TABLE IF EXISTS resource, writes, leader_work, leader_log;
-CREATE TABLE resource (id int PRIMARY KEY, fence bigint, writer text);
-INSERT INTO resource SELECT key, NULL, NULL FROM unnest(%(keys)s::int[]) key;
--- Every write a client tried, in the order the resource took them: an accepted write holds
--- its row's lock until it commits, so accepted writes to one key are in commit order.
-CREATE TABLE writes (seq bigserial PRIMARY KEY, client text, key int, token bigint, port int,
-                     timeline int, accepted boolean);
-CREATE TABLE leader_work (id int PRIMARY KEY, fence bigint, leader text, beat int);
-INSERT INTO leader_work VALUES (1, NULL, NULL, 0);
-CREATE TABLE leader_log (seq bigserial PRIMARY KEY, fence bigint, leader text);
-CREATE OR REPLACE FUNCTION log_leader_work() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO leader_log (fence, leader) VALUES (NEW.fence, NEW.leader);
-    RETURN NEW;
-END $$;
-CREATE TRIGGER log_leader_work AFTER UPDATE ON leader_work
-    FOR EACH ROW EXECUTE FUNCTION log_leader_work();
-"""
+# The pinned clients' keys: a paused one holds its key without stopping the others' work.
+PINNED_KEYS = [4, 5, 6]
+# The lease workers' key at the resource (the lease itself is the trial's own).
+LEASE_KEY = 9
+MULTI_HOST_CLIENTS = 3
+# The pinned clients work a little while they hold their key, so that one can be caught
+# holding it; the others as fast as they can. A lease holder writes every 2 * LEASE_WORK_MS.
+PINNED_WORK_MS, MULTI_HOST_WORK_MS, LEASE_WORK_MS = 100, 0, 200
+LEASE_WORKERS = 3
+# Rows per trial at the resource: trial N's keys are N * ROWS + key.
+ROWS = 10
 
 
 class Resource:
     """A PostgreSQL server of its own (scripts/pg.sh, on a Unix socket), with fenced_lock for
-    fenced_update: a split brain inside the cluster cannot hide a stale write here."""
+    fenced_update and the counters (scripts/counters.py): a split brain inside the cluster
+    cannot hide a stale write here."""
 
     def __init__(self, directory):
         self.directory = directory
         pg("start", directory)
         self.dsn = dsn_of(directory)
-
-    def reset(self):
-        with psycopg2.connect(self.dsn) as conn:
-            conn.cursor().execute(RESOURCE_SCHEMA, {"keys": HOT_KEYS})
+        create_schema(self.dsn)
 
     def query(self, sql, args=()):
         with psycopg2.connect(self.dsn) as conn:
             cursor = conn.cursor()
             cursor.execute(sql, args)
-            return cursor.fetchall()
+            found = cursor.fetchall()
+        conn.close()
+        return found
 
     def stop(self):
         pg_stop(self.directory)
 
 
-class Workload:
-    """Starts the clients and leaders; `stop` ends them and returns the leaders' events as
-    (monotonic_ns, words) and the clients' log paths."""
+class Worker:
+    def __init__(self, processes, directory, kind, name, dsn, resource, row_base, work_ms,
+                 keys):
+        self.name, self.kind = name, kind
+        self.history = os.path.join(directory, f"{name}.history")
+        self.process = processes.spawn(f"{os.path.basename(directory)}-{name}", [
+            sys.executable, os.path.join(HERE, "worker.py"), kind, name, dsn, resource.dsn,
+            str(row_base), str(work_ms), self.history, *map(str, keys)])
 
-    def __init__(self, processes, directory, cluster, resource):
-        self.processes, self.directory = processes, directory
-        self.client_logs = [os.path.join(directory, f"client{i}.events") for i in
-                            range(1, CLIENTS + 1)]
-        self.leader_events = []
-        self.threads = []
+    def last_event(self):
+        try:
+            with open(self.history, "rb") as history:
+                history.seek(0, os.SEEK_END)
+                history.seek(max(0, history.tell() - 4096))
+                lines = history.read().decode(errors="replace").splitlines()
+            return json.loads(lines[-1]) if lines else None
+        except (OSError, ValueError):
+            return None
+
+
+# A client's last event while it holds its key and has not yet written it.
+HOLDING = {("acquire", "ok"), ("read", "invoke"), ("read", "ok")}
+
+
+class Trial:
+    """One fault's workload: its workers, its rows at the resource, its histories."""
+
+    def __init__(self, processes, directory, number, cluster, resource):
+        self.processes, self.resource, self.number = processes, resource, number
+        self.directory = os.path.join(directory, f"t{number}")
+        os.makedirs(self.directory, exist_ok=True)
+        self.row_base = number * ROWS
+        reset_rows(resource.dsn, self.row_base, HOT_KEYS + PINNED_KEYS + [LEASE_KEY])
+        self.paused = None
         kv = cluster.kv_dsn()
-        self.own = []
-        for i, path in enumerate(self.client_logs, 1):
-            self.own.append(self.processes.spawn(f"client{i}", [
-                sys.executable, os.path.join(HERE, "worker.py"), f"c{i}", kv, resource.dsn,
-                path, *map(str, HOT_KEYS)]))
-        for i in range(1, LEADERS + 1):
-            leader = subprocess.Popen(
-                [LEADER_BINARY, "--url", kv, "--resource-url", resource.dsn, "--name", f"l{i}",
-                 "--lease", str(LEASE_TTL_MS), "--seconds", "100000", "--ns", "7002"],
-                stdout=subprocess.PIPE, stderr=open(os.path.join(directory, f"leader{i}.log"),
-                                                    "ab"),
-                stdin=subprocess.DEVNULL, start_new_session=True, text=True)
-            self.processes.started.append(leader)
-            self.own.append(leader)
-            thread = threading.Thread(target=self.read_events, args=(leader,), daemon=True)
-            thread.start()
-            self.threads.append(thread)
-        log(f"workload: {CLIENTS} clients on keys {HOT_KEYS}, {LEADERS} lease leaders "
-            f"(TTL {LEASE_TTL_MS} ms)")
+        self.workers = [Worker(processes, self.directory, "xact", f"m{i}", kv, resource,
+                               self.row_base, MULTI_HOST_WORK_MS, HOT_KEYS)
+                        for i in range(1, MULTI_HOST_CLIENTS + 1)]
+        self.workers += [Worker(processes, self.directory, "xact", f"p{node.name}",
+                                node.pinned_dsn(), resource, self.row_base, PINNED_WORK_MS,
+                                PINNED_KEYS) for node in cluster.nodes]
+        self.workers += [Worker(processes, self.directory, "lease", f"l{i}", kv, resource,
+                                self.row_base, LEASE_WORK_MS, [LEASE_KEY])
+                         for i in range(1, LEASE_WORKERS + 1)]
 
-    def read_events(self, leader):
-        for line in leader.stdout:
-            self.leader_events.append((time.monotonic_ns(), line.split()))
+    def pinned(self, node):
+        return next(w for w in self.workers if w.name == f"p{node.name}")
+
+    def pause_holder(self, node, timeout=30):
+        """SIGSTOPs the client pinned to `node` while it holds a key it has not yet written
+        (its last event is its grant or its read): the holder whose lock the fault will end.
+        Its grant (token, key) is kept in self.paused."""
+        worker = self.pinned(node)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            event = worker.last_event()
+            if event and (event["f"], event["type"]) in HOLDING:
+                os.kill(worker.process.pid, signal.SIGSTOP)
+                # Still before its write once stopped: the pause holds the lock.
+                if worker.last_event() == event:
+                    self.paused = dict(worker=worker, **self.grant_of(worker))
+                    log(f"paused {worker.name} holding key {self.paused['key']} with token "
+                        f"{self.paused['token']}")
+                    return
+                os.kill(worker.process.pid, signal.SIGCONT)
+            time.sleep(0.01)
+        raise RuntimeError(f"{worker.name} held no key within {timeout} s")
+
+    @staticmethod
+    def grant_of(worker):
+        grants = [e for e in read_history(worker.history)
+                  if e["f"] == "acquire" and e["type"] == "ok"]
+        return {"key": int(grants[-1]["key"]), "token": grants[-1]["token"]}
+
+    def resume_holder(self, timeout=60):
+        """SIGCONTs the paused holder once the resource accepted a write of its key with a
+        larger token (a holder on the new primary wrote it), or after `timeout`."""
+        if self.paused is None:
+            return
+        row = self.row_base + self.paused["key"]
+        try:
+            wait_for(f"a newer holder's write of key {self.paused['key']}", lambda: (
+                self.resource.query("SELECT count(*) FROM writes WHERE id = %s AND accepted "
+                                    "AND token > %s", (row, self.paused["token"]))[0][0]),
+                timeout, interval=0.2)
+        finally:
+            os.kill(self.paused["worker"].process.pid, signal.SIGCONT)
+            log(f"resumed {self.paused['worker'].name}")
+
+    def await_renewal(self, port, timeline, timeout):
+        """Until a lease worker's renewal succeeded on the server at `port` on a timeline
+        after `timeline` (a holder learns whether its lease outlived the fault at its next
+        renewal, at most a third of the TTL after it), or `timeout`."""
+        def renewed():
+            return any(event["type"] == "ok" and event["f"] == "renew" and
+                       event["port"] == port and event["timeline"] > timeline
+                       for worker in self.workers if worker.kind == "lease"
+                       for event in read_history(worker.history))
+        try:
+            wait_for("the lease's renewal on the new primary", renewed, timeout, interval=0.5)
+        except RuntimeError as error:
+            log(str(error))
 
     def stop(self):
-        for process in self.own:
-            process.terminate()
-        for process in self.own:
+        """Ends every worker (resumed first, should one still be paused); the names of those
+        that died on their own before."""
+        died = [w.name for w in self.workers if w.process.poll() is not None]
+        for worker in self.workers:
+            if worker.process.poll() is None:
+                os.kill(worker.process.pid, signal.SIGCONT)
+                worker.process.terminate()
+        for worker in self.workers:
             try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        for thread in self.threads:
-            thread.join(timeout=5)
-        return sorted(self.leader_events, key=lambda event: event[0]), self.client_logs
+                worker.process.wait(timeout=15)
+            except Exception:
+                worker.process.kill()
+                died.append(worker.name)
+        return died

@@ -22,6 +22,24 @@ def log(message):
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
+def first_line(argv):
+    """The first line a command prints (a version), or "?"."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True).stdout.splitlines()[0]
+    except (OSError, IndexError):
+        return "?"
+
+
+def commit_measured():
+    """The commit a run measures, with " (dirty)" when the tree had changes."""
+    def git(*argv):
+        return subprocess.run(["git", "-C", os.path.dirname(HERE), *argv],
+                              capture_output=True, text=True).stdout.strip()
+    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    return commit + (" (dirty)" if git("status", "--porcelain", "--untracked-files=no")
+                     else "")
+
+
 _given_ports = set()
 
 
