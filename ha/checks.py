@@ -53,7 +53,13 @@ def events_of(trial):
 def figures(fault, trial, events, kinds):
     """One trial's figures, from its workers' histories."""
     old_port, new_port = fault["old_port"], fault["new_port"]
-    timeline, promoted = fault["old_timeline"], fault["promoted"]
+    promoted = fault["promoted"]
+
+    def on_old(event):
+        return event["port"] == old_port and event["postmaster"] == fault["old_postmaster"]
+
+    def on_new(event):
+        return event["port"] == new_port and event["postmaster"] != fault["old_postmaster"]
     lease_workers = {w.name for w in trial.workers if w.kind == "lease"}
     paused = trial.paused["worker"].name if trial.paused else None
     grants, writes, errors, terms, renewals = [], [], Counter(), {}, []
@@ -77,20 +83,17 @@ def figures(fault, trial, events, kinds):
         if term is not None:
             term["end"] = max(term["end"], renewal["expires"])
     granted = {g["token"]: g for g in grants}
-    old = [g for g in grants if g["port"] == old_port and g["timeline"] == timeline]
-    new = [g for g in grants if g["port"] == new_port and g["timeline"] > timeline]
+    old = [g for g in grants if on_old(g)]
+    new = [g for g in grants if on_new(g)]
     refused = [w for w in writes if not w["accepted"]]
 
     def deposed(write):
         grant = granted.get(write["token"])
-        return (grant is not None and grant["port"] == old_port and grant["timeline"] == timeline
-                and grant["time"] >= promoted)
+        return grant is not None and on_old(grant) and grant["time"] >= promoted
 
     held = [token for token, term in sorted(terms.items(), key=lambda item: item[1]["at"])
             if term["at"] < fault["started"]]
-    survived = held and any(r["token"] == held[-1] and r["time"] > fault["started"]
-                            and r["port"] == new_port and r["timeline"] > timeline
-                            for r in renewals)
+    survived = held and any(r["token"] == held[-1] and on_new(r) for r in renewals)
     spans = sorted((t["start"], t["end"]) for t in terms.values())
     overlaps = sum(1 for i, (_, end) in enumerate(spans)
                    for later_start, _ in spans[i + 1:] if later_start < end)
@@ -101,15 +104,19 @@ def figures(fault, trial, events, kinds):
         "refused_paused": sum(1 for w in refused if w["worker"] == paused),
         "refused_deposed": sum(1 for w in refused if w["worker"] != paused and deposed(w)),
         "late": sum(1 for g in old if g["time"] >= promoted),
+        "late_haproxy": sum(1 for g in old if g["time"] >= promoted
+                            and g["worker"].startswith("h")),
         "skip": (min(g["token"] for g in new) - max(g["token"] for g in old)
                  if old and new else None),
         "reissued": len({g["token"] for g in new} & {g["token"] for g in old}),
         "lease_held": bool(held), "lease_survived": bool(survived),
         "lease_overlaps": overlaps,
         "live_clients": sum(1 for w in after if w["worker"] not in lease_workers),
+        "live_haproxy": sum(1 for w in after if w["worker"].startswith("h")),
         "live_lease": sum(1 for w in after if w["worker"] in lease_workers),
         "errors": dict(errors), "violations": kinds,
         "healthy_s": (fault["healthy"] - fault["started"]) / 1e9,
+        "retook": fault["final"] != fault["new"],
     }
 
 
@@ -118,9 +125,13 @@ def describe(fault, f):
             f"{f['healthy_s']:.1f} s; {f['grants']} grants, {f['terms']} lease terms; "
             f"writes {f['accepted']} accepted, {f['refused']} refused ({f['refused_paused']} "
             f"the paused holder's, {f['refused_deposed']} from the deposed primary after the "
-            f"promotion); {f['late']} grants on the old primary after the promotion")
+            f"promotion); {f['late']} grants on the old primary after the promotion "
+            f"({f['late_haproxy']} through HAProxy)")
     if f["skip"] is not None:
         text += f", first new token - last old = {f['skip']}"
+    if fault["final"] != fault["new"]:
+        text += (f"; {fault['final']} took the leader key back ({fault['new']}'s timeline "
+                 f"discarded)")
     text += (f", {f['reissued']} issued again; lease "
              f"{'renewed on the new primary' if f['lease_survived'] else 'not renewed there'}, "
              f"{f['lease_overlaps']} overlapping terms; checker "
@@ -128,7 +139,7 @@ def describe(fault, f):
     return text
 
 
-def analyse(report, mode, control, fault, trial, resource, died):
+def analyse(report, mode, fault, trial, resource, died):
     """Checks one trial; its figures go to report.trials."""
     summary = check_trial(f"{trial.directory}.history", [w.history for w in trial.workers],
                           commits(resource.dsn, trial.row_base, ROWS))
@@ -141,7 +152,11 @@ def analyse(report, mode, control, fault, trial, resource, died):
                  "" if summary else "unreadable")
     report.check(f"{label}: no worker died", not died, f"died: {died}")
     harm = sum(kinds.get(kind, 0) for kind in HARMFUL)
-    if control == "harm":
+    if mode.control == "measure":
+        report.check(f"{label}: nothing harmful reached the resource", harm == 0,
+                     f"checker: {kinds}")
+        return
+    if mode.control == "harm":
         if fault["kind"] in CONTROLLED:
             report.check(f"{label}: the control shows harm at the resource (a stale write "
                          f"accepted, one token from two holders, a lost update)", harm > 0,
@@ -166,9 +181,11 @@ def analyse(report, mode, control, fault, trial, resource, died):
     report.check(f"{label}: the lease held at the fault was renewed on the new primary",
                  f["lease_held"] and f["lease_survived"],
                  f"held {f['lease_held']}, renewed {f['lease_survived']}")
-    if mode.startswith("synchronous"):
-        report.check(f"{label}: synchronous mode: no two lease terms overlap",
+    if mode.synchronous:
+        report.check(f"{label}: synchronous replication: no two lease terms overlap",
                      f["lease_overlaps"] == 0, f"{f['lease_overlaps']} overlaps")
-    report.check(f"{label}: clients and the lease holder write again once healthy",
-                 f["live_clients"] > 0 and f["live_lease"] > 0,
-                 f"{f['live_clients']} client writes, {f['live_lease']} lease writes accepted")
+    haproxy = any(w.name.startswith("h") for w in trial.workers)
+    report.check(f"{label}: clients (HAProxy's too) and the lease holder write again once "
+                 f"healthy", f["live_clients"] > 0 and (f["live_haproxy"] > 0 or not haproxy)
+                 and f["live_lease"] > 0, f"{f['live_clients']} client writes ("
+                 f"{f['live_haproxy']} through HAProxy), {f['live_lease']} lease writes accepted")

@@ -32,10 +32,50 @@ def chown_postgres(path):
             os.chown(os.path.join(directory, name), user.pw_uid, user.pw_gid)
 
 
-class Node:
+class PostgresNode:
+    """A PostgreSQL server an HA manager runs (`pg_port`, `data`), as clients reach it."""
+
+    def dsn(self, dbname="postgres"):
+        return f"host=127.0.0.1 port={self.pg_port} user=postgres dbname={dbname}"
+
+    def pinned_dsn(self):
+        """A client that always connects to this node, whatever its role now."""
+        return self.dsn() + " connect_timeout=2"
+
+    def postmaster_pid(self):
+        try:
+            with open(os.path.join(self.data, "postmaster.pid")) as pidfile:
+                pid = int(pidfile.readline())
+            os.kill(pid, 0)
+            return pid
+        except (OSError, ValueError):
+            return None
+
+    def postmaster_start(self):
+        """When its postmaster started (microseconds since the epoch), as the workers'
+        histories record the server that answered."""
+        with psycopg2.connect(self.dsn(), connect_timeout=2) as conn:
+            cursor = conn.cursor()
+            cursor.execute("SELECT (extract(epoch FROM pg_postmaster_start_time()) * 1000000)"
+                           "::bigint")
+            started = cursor.fetchone()[0]
+        conn.close()
+        return started
+
+
+def multi_host_dsn(nodes):
+    """What clients of an HA cluster use: every node, the writable one chosen at connect time
+    (libpq and rust-postgres read the same keywords; `pg_autoctl show uri` gives the same)."""
+    hosts = ",".join("127.0.0.1" for _ in nodes)
+    ports = ",".join(str(node.pg_port) for node in nodes)
+    return (f"host={hosts} port={ports} user=postgres dbname=postgres "
+            f"target_session_attrs=read-write connect_timeout=2")
+
+
+class Node(PostgresNode):
     """One Patroni node and the PostgreSQL it manages, run as `postgres`."""
 
-    def __init__(self, processes, directory, name, etcd, parameters, synchronous):
+    def __init__(self, processes, directory, name, etcd, parameters, synchronous, dcs):
         self.processes, self.name = processes, name
         self.directory = os.path.join(directory, name)
         self.pg_port, self.rest_port = free_ports(2)
@@ -49,10 +89,10 @@ class Node:
         self.data = os.path.join(self.directory, "data")
         self.config = os.path.join(self.directory, "patroni.yml")
         self.runuser = None
-        self.write_config(parameters, synchronous)
+        self.write_config(parameters, synchronous, dcs)
         processes.cleanups.append(self.stop)
 
-    def write_config(self, parameters, synchronous):
+    def write_config(self, parameters, synchronous, dcs):
         shutil.rmtree(self.directory, ignore_errors=True)
         os.makedirs(self.directory)
         socket_dir = os.path.join(self.directory, "sock")
@@ -62,8 +102,8 @@ class Node:
             "name": self.name,
             "restapi": {"listen": f"127.0.0.1:{self.rest_port}",
                         "connect_address": f"127.0.0.1:{self.rest_port}"},
-            "etcd": {"hosts": [f"127.0.0.1:{port}" for port in self.dcs_proxy.ports],
-                     "use_proxies": True},
+            dcs: {"hosts": [f"127.0.0.1:{port}" for port in self.dcs_proxy.ports],
+                  "use_proxies": True},
             "bootstrap": {
                 "dcs": {
                     "ttl": PATRONI_TTL, "loop_wait": LOOP_WAIT, "retry_timeout": RETRY_TIMEOUT,
@@ -111,25 +151,9 @@ class Node:
                                   capture_output=True, text=True).stdout.split()
         return [self.runuser.pid] + [int(pid) for pid in children]
 
-    def postmaster_pid(self):
-        try:
-            with open(os.path.join(self.data, "postmaster.pid")) as pidfile:
-                pid = int(pidfile.readline())
-            os.kill(pid, 0)
-            return pid
-        except (OSError, ValueError):
-            return None
-
     def rest(self, path="patroni"):
         return json.load(urllib.request.urlopen(
             f"http://127.0.0.1:{self.rest_port}/{path}", timeout=1))
-
-    def dsn(self, dbname="postgres"):
-        return f"host=127.0.0.1 port={self.pg_port} user=postgres dbname={dbname}"
-
-    def pinned_dsn(self):
-        """A client that always connects to this node, whatever its role now."""
-        return self.dsn() + " connect_timeout=2"
 
     def stop(self):
         """Patroni (which stops its server), then the server should it still run."""
@@ -140,20 +164,57 @@ class Node:
             stop_pid(pid, sig=signal.SIGINT)
 
 
-class Cluster:
-    """Three Patroni nodes on etcd. `parameters` go into every node's postgresql.conf."""
+class HAProxy:
+    """Debian's HAProxy in front of the nodes, for clients without multi-host connection
+    strings: a node takes connections while Patroni's REST API answers 200 to GET /primary
+    (Patroni's documented HAProxy set-up, its timing scaled down as Patroni's is), and its
+    sessions are closed when it stops answering."""
 
-    def __init__(self, processes, directory, synchronous, parameters=None):
+    def __init__(self, processes, directory, nodes):
+        self.port, = free_ports(1)
+        self.config = os.path.join(directory, "haproxy.cfg")
+        servers = "\n".join(f"    server {node.name} 127.0.0.1:{node.pg_port} check port "
+                            f"{node.rest_port}" for node in nodes)
+        with open(self.config, "w") as out:
+            out.write(f"""global
+    maxconn 200
+defaults
+    mode tcp
+    timeout connect 2s
+    timeout client 30m
+    timeout server 30m
+    timeout check 1s
+listen primary
+    bind 127.0.0.1:{self.port}
+    option httpchk
+    http-check send meth GET uri /primary
+    http-check expect status 200
+    default-server inter 500ms fall 2 rise 1 on-marked-down shutdown-sessions
+{servers}
+""")
+        processes.spawn("haproxy", ["haproxy", "-db", "-f", self.config])
+
+    def dsn(self):
+        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres connect_timeout=2"
+
+
+class Cluster:
+    """Three Patroni nodes on etcd, through Patroni's `dcs` section (`etcd`: the v2 API;
+    `etcd3`: v3 through the gRPC gateway), and HAProxy in front of them. `parameters` go into
+    every node's postgresql.conf."""
+
+    def __init__(self, processes, directory, synchronous, parameters=None, dcs="etcd"):
         self.processes, self.synchronous = processes, synchronous
         self.directory = directory
         self.etcd = Etcd(processes, directory)
         self.etcd.start()
         self.nodes = [Node(processes, directory, f"n{i}", self.etcd, parameters or {},
-                           synchronous) for i in (1, 2, 3)]
+                           synchronous, dcs) for i in (1, 2, 3)]
+        self.haproxy = HAProxy(processes, directory, self.nodes)
         # patronictl talks to etcd directly: it must work while a node's proxy is cut.
         self.ctl_config = os.path.join(directory, "patronictl.yml")
         with open(self.ctl_config, "w") as out:
-            json.dump({"scope": "fenced-lock-ha", "etcd": {"hosts": [
+            json.dump({"scope": "fenced-lock-ha", dcs: {"hosts": [
                 f"127.0.0.1:{port}" for port in self.etcd.client_ports]}}, out)
 
     def start(self):
@@ -168,12 +229,11 @@ class Cluster:
             f" mode, PostgreSQL on ports {[node.pg_port for node in self.nodes]}")
 
     def kv_dsn(self):
-        """What clients of a Patroni cluster use: every node, the writable one chosen at
-        connect time (libpq and rust-postgres read the same keywords)."""
-        hosts = ",".join("127.0.0.1" for _ in self.nodes)
-        ports = ",".join(str(node.pg_port) for node in self.nodes)
-        return (f"host={hosts} port={ports} user=postgres dbname=postgres "
-                f"target_session_attrs=read-write connect_timeout=2")
+        return multi_host_dsn(self.nodes)
+
+    @staticmethod
+    def timeline(node):
+        return node.rest()["timeline"]
 
     def members(self):
         for node in self.nodes:

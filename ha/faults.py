@@ -204,26 +204,31 @@ FAULTS = {
 SPLIT_BRAIN = {"frozen patroni"}
 
 
-def run_fault(cluster, kind, trial, control):
+def run_fault(cluster, kind, trial, control, faults=None):
     """Does `kind` to the primary while the trial's client pinned to it is paused holding a
     key (but in a split brain); resumes that client once a holder on the new primary wrote
     its key."""
     leader = cluster.leader()
-    timeline = leader.rest()["timeline"]
+    timeline, old_postmaster = cluster.timeline(leader), leader.postmaster_start()
     # In a split brain the client pinned to the old primary goes on working there instead.
     if kind not in SPLIT_BRAIN:
         trial.pause_holder(leader)
     started = time.monotonic_ns()
     log(f"fault: {kind} (primary {leader.name})")
     cluster.promoted_at = None
-    promoted = FAULTS[kind](cluster, leader, control)
+    promoted = (faults or FAULTS)[kind](cluster, leader, control)
     promoted_at = cluster.promoted_at or time.monotonic_ns()
     trial.resume_holder()
     cluster.wait_healthy(RECOVERY_TIMEOUT)
     healthy_at = time.monotonic_ns()
+    # Whom Patroni left as the leader: at a split brain, the deposed primary may take the
+    # leader key back once thawed (Patroni 3.0.2's etcd3 section), and the promoted node's
+    # timeline is discarded.
+    final = cluster.leader()
     log(f"fault: {kind} done, primary {promoted.name}, healthy after "
         f"{(healthy_at - started) / 1e9:.1f} s")
     return {"kind": kind, "old": leader.name, "new": promoted.name, "old_timeline": timeline,
+            "old_postmaster": old_postmaster,
             "old_port": leader.pg_port,
             "new_port": promoted.pg_port, "started": started, "promoted": promoted_at,
-            "healthy": healthy_at}
+            "healthy": healthy_at, "final": final.name if final else None}

@@ -16,6 +16,7 @@ import time
 
 import psycopg2
 
+from autofailover import FAULTS as AUTO_FAILOVER_FAULTS, AutoFailoverCluster
 from checks import Report, analyse
 from cluster import PATRONI_TTL, Cluster, Processes, log
 from counters import Counters, commits
@@ -35,31 +36,53 @@ CONTROL_FAULTS = ["lagging replica", "frozen patroni"]
 BOTH_OFF = {"fenced_lock.failover_skip": 0, "fenced_lock.token_block": 1}
 SKIP_OFF = {"fenced_lock.failover_skip": 0}
 BLOCK_OFF = {"fenced_lock.token_block": 1}
+ETCD3_FREEZES = 4
+AUTO_FAILOVER_FAULTS_RUN = ["switchover", "failover", "postmaster killed", "node lost",
+                            "lagging secondary"]
 
 
 class Mode:
     """A cluster and the faults done to it. `control` "harm": the settings leave a window the
-    faults must reach, shown as harm at the resource; None: fenced_lock's checks."""
+    faults must reach, shown as harm at the resource; "measure": what happens is the result
+    (only what fencing itself promises is checked); None: fenced_lock's checks. `dcs`:
+    Patroni's section for etcd."""
 
-    def __init__(self, name, synchronous, faults, parameters=None, control=None):
+    def __init__(self, name, synchronous, faults, parameters=None, control=None, dcs="etcd"):
         self.name, self.synchronous, self.faults = name, synchronous, faults
-        self.parameters, self.control = parameters or {}, control
+        self.parameters, self.control, self.dcs = parameters or {}, control, dcs
+
+    def cluster(self, processes, directory):
+        if self.dcs == "pg_auto_failover":
+            return AutoFailoverCluster(processes, directory, self.synchronous, self.parameters)
+        return Cluster(processes, directory, self.synchronous, self.parameters, self.dcs)
+
+    def fault_functions(self):
+        return AUTO_FAILOVER_FAULTS if self.dcs == "pg_auto_failover" else None
 
 
 def modes(quick):
     if quick:
-        # What matters, in about five minutes: both modes, the lagging replica and the frozen
-        # Patroni with fenced_lock's settings, one control.
+        # What matters, in about seven minutes: both modes, the lagging replica and the frozen
+        # Patroni with fenced_lock's settings, one control, pg_auto_failover's lagging
+        # secondary.
         return [Mode("synchronous", True, ["switchover", "frozen patroni", "cut from etcd"]),
                 Mode("asynchronous", False, ["lagging replica", "frozen patroni", "failover"]),
-                Mode("asynchronous control", False, ["lagging replica"], BOTH_OFF, "harm")]
+                Mode("asynchronous control", False, ["lagging replica"], BOTH_OFF, "harm"),
+                Mode("pg_auto_failover", True, ["lagging secondary"],
+                     dcs="pg_auto_failover")]
     rounds = 2
     return [Mode("synchronous", True, SYNCHRONOUS_FAULTS * rounds),
             Mode("asynchronous", False, ASYNCHRONOUS_FAULTS * rounds),
             Mode("asynchronous control", False, CONTROL_FAULTS * rounds, BOTH_OFF, "harm"),
-            Mode("asynchronous control (failover_skip 0)", False, CONTROL_FAULTS * rounds,
-                 SKIP_OFF, "harm"),
-            Mode("asynchronous (token_block 1)", False, CONTROL_FAULTS * rounds, BLOCK_OFF)]
+            Mode("asynchronous control (failover_skip 0)", False, CONTROL_FAULTS, SKIP_OFF,
+                 "harm"),
+            Mode("asynchronous (token_block 1)", False, CONTROL_FAULTS, BLOCK_OFF),
+            # Patroni 3.0.2's etcd3 section: does a thawed Patroni take the leader key back?
+            Mode("synchronous etcd3", True, ["frozen patroni"] * ETCD3_FREEZES,
+                 control="measure", dcs="etcd3"),
+            # A second HA manager, replicating synchronously as it does by default.
+            Mode("pg_auto_failover", True, AUTO_FAILOVER_FAULTS_RUN * rounds,
+                 dcs="pg_auto_failover")]
 
 
 def run_mode(directory, resource, mode, first_trial):
@@ -69,23 +92,25 @@ def run_mode(directory, resource, mode, first_trial):
     report = Report(mode.name)
     number = first_trial
     try:
-        cluster = Cluster(processes, directory, mode.synchronous, mode.parameters)
+        cluster = mode.cluster(processes, directory)
         cluster.start()
         for kind in mode.faults:
             number += 1
             trial = Trial(processes, directory, number, cluster, resource)
             try:
                 time.sleep(SETTLE_S)
-                fault = run_fault(cluster, kind, trial, mode.control == "harm")
-                trial.await_renewal(fault["new_port"], fault["old_timeline"], RENEWAL_WAIT_S)
+                fault = run_fault(cluster, kind, trial, mode.control == "harm",
+                                  mode.fault_functions())
+                trial.await_renewal(fault["new_port"], fault["old_postmaster"],
+                                    RENEWAL_WAIT_S)
                 time.sleep(SETTLE_S)
             except Exception as error:  # reported as a failed check, after what was done
                 report.check(f"{kind} (t{number}): done and recovered from", False,
                              f"{type(error).__name__}: {error}")
                 trial.stop()
                 break
-            analyse(report, mode.name, mode.control, fault, trial, resource, trial.stop())
-        if mode.synchronous:
+            analyse(report, mode, fault, trial, resource, trial.stop())
+        if mode.synchronous and mode.control is None and mode.dcs == "etcd":
             number += 1
             discarded_timeline(report, processes, directory, number, cluster, resource)
     except Exception as error:
@@ -177,15 +202,20 @@ def results(reports, seconds, measured):
               "the new primary | overlapping lease terms | checker |")
     for report in reports:
         passed = sum(ok for _, ok, _ in report.checks)
+        freezes = [f for f in report.trials if f["kind"] == "frozen patroni"]
+        taken_back = sum(f["retook"] for f in freezes)
         lines += [f"### {report.mode}", "",
-                  f"{passed} checks passed, {len(report.checks) - passed} failed.", "",
+                  f"{passed} checks passed, {len(report.checks) - passed} failed."
+                  + (f" The thawed Patroni took the leader key back after {taken_back} of "
+                     f"{len(freezes)} freezes." if freezes else ""), "",
                   header, "|" + "---|" * 12]
         for f in report.trials:
             other = f["refused"] - f["refused_paused"] - f["refused_deposed"]
             verdict = ", ".join(f"{k} {n}" for k, n in sorted(f["violations"].items()))
             skip = "" if f["skip"] is None else f"{f['skip']:,}"
             lines.append(
-                f"| {f['kind']} | {f['healthy_s']:.1f} s | {f['grants']:,} | {f['terms']} | "
+                f"| {f['kind']}{' (leader key taken back)' if f['retook'] else ''} | "
+                f"{f['healthy_s']:.1f} s | {f['grants']:,} | {f['terms']} | "
                 f"{f['accepted']:,} | {f['refused_paused']} / {f['refused_deposed']} / "
                 f"{other} | {f['late']} | "
                 f"{skip} | {f['reissued']} | "

@@ -16,8 +16,9 @@ the renewal's start, on the monotonic clock, minus a margin) lasts. A renewal th
 or a validity that ran out ends the term; the worker then competes again.
 
 Every operation goes to LOG (its history for the checker, checker/README.md); a grant's `ok`
-carries the server's port and timeline, and a lease's the server's clock (`server_time`) and
-the expiry it granted (`expires`), in microseconds since the epoch."""
+carries the server's port, timeline and postmaster start (`postmaster`), and a lease's the
+server's clock (`server_time`) and the expiry it granted (`expires`), in microseconds since
+the epoch."""
 
 import os
 import random
@@ -52,8 +53,11 @@ history = History(log_path, name)
 KEEPALIVES = dict(keepalives=1, keepalives_idle=2, keepalives_interval=1, keepalives_count=2,
                   tcp_user_timeout=3000)
 OPTIONS = {"xact": "-c statement_timeout=3000", "lease": "-c statement_timeout=0"}
+# Which server answered: its port, its timeline and its postmaster's start (a server
+# restarted in place on the same timeline is another incarnation).
 WHERE = ("inet_server_port(), "
-         "('x' || substr(pg_walfile_name(pg_current_wal_insert_lsn()), 1, 8))::bit(32)::int")
+         "('x' || substr(pg_walfile_name(pg_current_wal_insert_lsn()), 1, 8))::bit(32)::int, "
+         "(extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint")
 GRANT = f"SELECT acquire_fenced(%s, %s), {WHERE}"
 EPOCH_US = "(extract(epoch FROM {}) * 1000000)::bigint"
 TTL = "make_interval(secs => %s)"
@@ -63,6 +67,12 @@ LEASE = (f"SELECT lease, {EPOCH_US.format('clock_timestamp()')}, "
          f"FROM acquire_lease(%s, %s, %s, {TTL}) lease")
 RENEW = (f"SELECT {EPOCH_US.format('expiry')}, {EPOCH_US.format('clock_timestamp()')}, "
          f"{WHERE} FROM renew_lease(%s, %s, %s, {TTL}) expiry")
+
+
+def answered(server):
+    """WHERE's columns as a history's fields."""
+    port, timeline, started = server
+    return {"port": port, "timeline": timeline, "postmaster": started}
 
 
 def lost(error):
@@ -95,8 +105,8 @@ def xact_cycle(cluster, resource):
     acquiring = history.invoke("acquire", key)
     with cluster.cursor() as cursor:
         cursor.execute(GRANT, (XACT_NAMESPACE, key))
-        token, port, timeline = cursor.fetchone()
-    history.end(acquiring, "ok", token=token, port=port, timeline=timeline)
+        token, *server = cursor.fetchone()
+    history.end(acquiring, "ok", token=token, **answered(server))
     write_counter(resource, key, token, time.monotonic_ns())
     releasing = history.invoke("release", key, token=token)
     cluster.commit()
@@ -125,13 +135,13 @@ def lease_step(cluster, resource, term, terms):
         asked_at = time.monotonic()
         with cluster.cursor() as cursor:
             cursor.execute(LEASE, (LEASE_TTL_S, LEASE_NAMESPACE, lease, owner, LEASE_TTL_S))
-            token, server_time, expires, port, timeline = cursor.fetchone()
+            token, server_time, expires, *server = cursor.fetchone()
         if token is None:
             history.end(acquiring, "fail")
             time.sleep(0.2)
             return None
         history.end(acquiring, "ok", token=token, server_time=server_time, expires=expires,
-                    port=port, timeline=timeline)
+                    **answered(server))
         return Term(token, asked_at)
     if time.monotonic() >= term.valid_until:
         return None
@@ -140,12 +150,12 @@ def lease_step(cluster, resource, term, terms):
         asked_at = time.monotonic()
         with cluster.cursor() as cursor:
             cursor.execute(RENEW, (LEASE_NAMESPACE, lease, term.token, LEASE_TTL_S))
-            expires, server_time, port, timeline = cursor.fetchone()
+            expires, server_time, *server = cursor.fetchone()
         if expires is None:
             history.end(renewing, "fail", server_time=server_time)
             return None
-        history.end(renewing, "ok", server_time=server_time, expires=expires, port=port,
-                    timeline=timeline)
+        history.end(renewing, "ok", server_time=server_time, expires=expires,
+                    **answered(server))
         term.valid_until = asked_at + LEASE_TTL_S - LEASE_MARGIN_S
         term.renew_at = asked_at + LEASE_TTL_S / 3
     write_counter(resource, key, term.token, term.granted_ns)

@@ -2,6 +2,7 @@
 cluster, and the trial's workers (worker.py), all writing their histories:
 
 - three clients on a multi-host connection string (`target_session_attrs=read-write`),
+- two clients through HAProxy (cluster.HAProxy), as clients without multi-host strings,
 - one client pinned to each node by host (as a client behind a stale DNS entry or a pool),
   which reconnects to that node after any error, so that during a split brain clients work on
   both sides of it,
@@ -30,6 +31,7 @@ PINNED_KEYS = [4, 5, 6]
 # The lease workers' key at the resource (the lease itself is the trial's own).
 LEASE_KEY = 9
 MULTI_HOST_CLIENTS = 3
+HAPROXY_CLIENTS = 2
 # The pinned clients work a little while they hold their key, so that one can be caught
 # holding it; the others as fast as they can. A lease holder writes every 2 * LEASE_WORK_MS.
 PINNED_WORK_MS, MULTI_HOST_WORK_MS, LEASE_WORK_MS = 100, 0, 200
@@ -99,6 +101,10 @@ class Trial:
         self.workers = [Worker(processes, self.directory, "xact", f"m{i}", kv, resource,
                                self.row_base, MULTI_HOST_WORK_MS, HOT_KEYS)
                         for i in range(1, MULTI_HOST_CLIENTS + 1)]
+        self.workers += [Worker(processes, self.directory, "xact", f"h{i}",
+                                cluster.haproxy.dsn(), resource, self.row_base,
+                                MULTI_HOST_WORK_MS, HOT_KEYS)
+                         for i in range(1, HAPROXY_CLIENTS + 1) if cluster.haproxy]
         self.workers += [Worker(processes, self.directory, "xact", f"p{node.name}",
                                 node.pinned_dsn(), resource, self.row_base, PINNED_WORK_MS,
                                 PINNED_KEYS) for node in cluster.nodes]
@@ -150,13 +156,14 @@ class Trial:
             os.kill(self.paused["worker"].process.pid, signal.SIGCONT)
             log(f"resumed {self.paused['worker'].name}")
 
-    def await_renewal(self, port, timeline, timeout):
-        """Until a lease worker's renewal succeeded on the server at `port` on a timeline
-        after `timeline` (a holder learns whether its lease outlived the fault at its next
-        renewal, at most a third of the TTL after it), or `timeout`."""
+    def await_renewal(self, port, old_postmaster, timeout):
+        """Until a lease worker's renewal succeeded on the server at `port` (other than the
+        postmaster that started at `old_postmaster`: a holder learns whether its lease
+        outlived the fault at its next renewal, at most a third of the TTL after it), or
+        `timeout`."""
         def renewed():
             return any(event["type"] == "ok" and event["f"] == "renew" and
-                       event["port"] == port and event["timeline"] > timeline
+                       event["port"] == port and event["postmaster"] != old_postmaster
                        for worker in self.workers if worker.kind == "lease"
                        for event in read_history(worker.history))
         try:

@@ -23,10 +23,13 @@ PACKAGES=("${BUILD_PACKAGES[@]}" postgresql-15 postgresql-server-dev-15 postgres
 # PHP's pgsql and PDO; Node.js and a JDK from Debian where the machine has none.
 PACKAGES+=(libpostgresql-jdbc-java golang-go golang-github-jackc-pgx-v4-dev ruby-pg libdbd-pg-perl
     php-cli php-pgsql)
-# The HA suite (ha/): Patroni 3.0 and etcd 3.4 (Patroni brings psycopg2 for Debian's Python);
+# The HA suite (ha/): Patroni 3.0 and etcd 3.4 (Patroni brings psycopg2 for Debian's Python),
+# HAProxy in front of Patroni's REST API, and pg_auto_failover 2.0 (its monitor's extension
+# and pg_autoctl);
 # the comparison (compare/): Redis 7 with Sentinel, libfaketime for its clock jumps, and
 # iproute2 and nftables for its partitions and lost hosts (network namespaces of its own).
-PACKAGES+=(patroni etcd-server etcd-client redis-server redis-sentinel libfaketime iproute2 nftables)
+PACKAGES+=(patroni etcd-server etcd-client haproxy postgresql-15-auto-failover pg-auto-failover-cli
+    redis-server redis-sentinel libfaketime iproute2 nftables)
 command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 command -v javac >/dev/null || PACKAGES+=(default-jdk-headless)
 
