@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `make ha`: fenced_lock under Patroni + etcd (ha/ha.py), as root, everything under build/ha.
 #   ha/run.sh           every mode (synchronous, asynchronous, the controls, etcd3,
-#                       pg_auto_failover), most faults
-#                       twice; writes docs/ha.md's results
+#                       pg_auto_failover); writes docs/ha.md's results
 #   ha/run.sh --quick   the short form of `make test` (both modes, the lagging replica, the
-#                       frozen Patroni, one control); never writes docs/ha.md
+#                       frozen Patroni, one control, pg_auto_failover's lagging secondary);
+#                       never writes docs/ha.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then
