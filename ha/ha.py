@@ -65,7 +65,8 @@ def modes(quick):
         # What matters, in about seven minutes: both modes, the lagging replica and the frozen
         # Patroni with fenced_lock's settings, one control, pg_auto_failover's lagging
         # secondary.
-        return [Mode("synchronous", True, ["switchover", "frozen patroni", "cut from etcd"]),
+        return [Mode("synchronous", True, ["switchover", "frozen patroni", "cut from etcd",
+                                           "postmaster killed"]),
                 Mode("asynchronous", False, ["lagging replica", "frozen patroni", "failover"]),
                 Mode("asynchronous control", False, ["lagging replica"], BOTH_OFF, "harm"),
                 Mode("pg_auto_failover", True, ["lagging secondary"],

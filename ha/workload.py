@@ -3,14 +3,14 @@ cluster, and the trial's workers (worker.py), all writing their histories:
 
 - three clients on a multi-host connection string (`target_session_attrs=read-write`),
 - two clients through HAProxy (cluster.HAProxy), as clients without multi-host strings,
-- one client pinned to each node by host (as a client behind a stale DNS entry or a pool),
-  which reconnects to that node after any error, so that during a split brain clients work on
+- two clients pinned to each node by host (as a client behind a stale DNS entry or a pool),
+  which reconnect to that node after any error, so that during a split brain clients work on
   both sides of it,
 - three lease workers competing for one lease (TTL 60 s, longer than any failover here).
 
-At the fault's start the pinned client of the primary is paused (SIGSTOP) while it holds its
-key, and resumed once a holder on the new primary has written that key: its late write is
-the one fencing must refuse."""
+At the fault's start a client pinned to the primary is paused (SIGSTOP) while it holds its
+key, and resumed once a holder on the new primary (or the restarted one) has written that
+key: its late write is the one fencing must refuse."""
 
 import json
 import os
@@ -105,9 +105,11 @@ class Trial:
                                 cluster.haproxy.dsn(), resource, self.row_base,
                                 MULTI_HOST_WORK_MS, HOT_KEYS)
                          for i in range(1, HAPROXY_CLIENTS + 1) if cluster.haproxy]
-        self.workers += [Worker(processes, self.directory, "xact", f"p{node.name}",
+        # Two pinned to each node: when a node's server restarts in place, the one not paused
+        # is the newer holder of the paused one's key.
+        self.workers += [Worker(processes, self.directory, "xact", f"{pair}{node.name}",
                                 node.pinned_dsn(), resource, self.row_base, PINNED_WORK_MS,
-                                PINNED_KEYS) for node in cluster.nodes]
+                                PINNED_KEYS) for node in cluster.nodes for pair in "pq"]
         self.workers += [Worker(processes, self.directory, "lease", f"l{i}", kv, resource,
                                 self.row_base, LEASE_WORK_MS, [LEASE_KEY])
                          for i in range(1, LEASE_WORKERS + 1)]

@@ -93,7 +93,8 @@ if [ "$PG" = 15 ]; then
     read -r passed failed < <(cargo_counts "$LOGS/faults.log")
     record faults "$passed" "$failed" "$status"
 
-    # Patroni + etcd (ha/): the short form, one fault of each kind in synchronous mode.
+    # Patroni + etcd and pg_auto_failover (ha/): the short form (both modes, the lagging
+    # replica, the frozen Patroni, a control, pg_auto_failover's lagging secondary).
     run ha make -s ha QUICK=1
     record_lines "$LOGS/ha.log" $? ha
 
