@@ -198,27 +198,16 @@ class AutoFailoverCluster:
 
     @staticmethod
     def timeline(node):
-        with psycopg2.connect(node.dsn(), connect_timeout=2) as conn:
-            cursor = conn.cursor()
-            cursor.execute("SELECT ('x' || substr(pg_walfile_name(pg_current_wal_insert_lsn()),"
-                           " 1, 8))::bit(32)::int")
-            found = cursor.fetchone()[0]
-        conn.close()
-        return found
+        return node.value("SELECT ('x' || substr(pg_walfile_name(pg_current_wal_insert_lsn()), "
+                          "1, 8))::bit(32)::int")
 
     def wait_healthy(self, timeout):
         """One primary and one secondary, as the monitor sees them and wants them, and the
         primary writable."""
         def healthy():
             states = sorted(self.states().values())
-            if states != [("primary", "primary"), ("secondary", "secondary")]:
-                return False
-            with psycopg2.connect(self.leader().dsn(), connect_timeout=2) as conn:
-                cursor = conn.cursor()
-                cursor.execute("SELECT NOT pg_is_in_recovery()")
-                writable = cursor.fetchone()[0]
-            conn.close()
-            return writable
+            return (states == [("primary", "primary"), ("secondary", "secondary")] and
+                    self.leader().value("SELECT NOT pg_is_in_recovery()"))
         wait_for("a healthy pg_auto_failover formation", healthy, timeout, interval=0.5)
 
     def stop(self):
@@ -279,11 +268,7 @@ def lagging_secondary(cluster, leader, control):
     the primary's commits (and its allocator's token blocks) wait, and the secondary is
     promoted with every token that was returned."""
     secondary = next(node for node in cluster.nodes if node is not leader)
-    with psycopg2.connect(secondary.dsn(), connect_timeout=2) as conn:
-        cursor = conn.cursor()
-        cursor.execute("SELECT pid FROM pg_stat_wal_receiver")
-        receiver, = cursor.fetchone()
-    conn.close()
+    receiver = secondary.value("SELECT pid FROM pg_stat_wal_receiver")
     os.kill(receiver, signal.SIGSTOP)
     try:
         time.sleep(LAG_S)

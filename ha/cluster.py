@@ -51,16 +51,21 @@ class PostgresNode:
         except (OSError, ValueError):
             return None
 
+    def value(self, sql):
+        """The first column of the first row `sql` returns on this server."""
+        conn = psycopg2.connect(self.dsn(), connect_timeout=2)
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute(sql)
+                return cursor.fetchone()[0]
+        finally:
+            conn.close()
+
     def postmaster_start(self):
         """When its postmaster started (microseconds since the epoch), as the workers'
         histories record the server that answered."""
-        with psycopg2.connect(self.dsn(), connect_timeout=2) as conn:
-            cursor = conn.cursor()
-            cursor.execute("SELECT (extract(epoch FROM pg_postmaster_start_time()) * 1000000)"
-                           "::bigint")
-            started = cursor.fetchone()[0]
-        conn.close()
-        return started
+        return self.value("SELECT (extract(epoch FROM pg_postmaster_start_time()) * 1000000)"
+                          "::bigint")
 
 
 def multi_host_dsn(nodes):

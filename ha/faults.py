@@ -173,18 +173,12 @@ def rest_of_application(node):
 
 
 def sequence_position(node):
-    with psycopg2.connect(node.dsn(), connect_timeout=2) as conn:
-        cursor = conn.cursor()
-        cursor.execute("SELECT last_value FROM fencing_token_seq")
-        return cursor.fetchone()[0]
+    return node.value("SELECT last_value FROM fencing_token_seq")
 
 
 def writable(node):
     try:
-        with psycopg2.connect(node.dsn(), connect_timeout=2) as conn:
-            cursor = conn.cursor()
-            cursor.execute("SELECT NOT pg_is_in_recovery()")
-            return cursor.fetchone()[0]
+        return node.value("SELECT NOT pg_is_in_recovery()")
     except psycopg2.Error:
         return False
 

@@ -30,11 +30,13 @@ status=0
 wait "$ha" || status=$?
 trap - TERM INT
 # A full run's results replace docs/ha.md's, from its marker on (a failed run's too: the
-# report says which checks failed).
+# report says which checks failed), and README's figures are taken from them (ha/readme.py).
 if [ $# = 0 ] && [ -f build/ha/results.md ]; then
     marker='<!-- The results below are written by `make ha`. -->'
     { sed "/^$marker\$/q" docs/ha.md; echo; cat build/ha/results.md; } >build/ha/ha.md
     grep -qxF "$marker" build/ha/ha.md && mv build/ha/ha.md docs/ha.md &&
-        echo "ha: wrote docs/ha.md"
+        echo "ha: wrote docs/ha.md" &&
+        /usr/bin/python3 ha/readme.py docs/ha.md README.md &&
+        echo "ha: wrote README.md's figures from it"
 fi
 exit "$status"

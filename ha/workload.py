@@ -83,8 +83,10 @@ class Worker:
             return None
 
 
-# A client's last event while it holds its key and has not yet written it.
-HOLDING = {("acquire", "ok"), ("read", "invoke"), ("read", "ok")}
+# A client's last event while it holds its key and has not yet written it, and is not inside
+# a transaction at the resource (a claim in progress holds the row's lock there: paused in
+# it, it would keep every newer holder out).
+HOLDING = {("acquire", "ok"), ("read", "ok")}
 
 
 class Trial:
