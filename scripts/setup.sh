@@ -29,6 +29,7 @@ PACKAGES+=(libpostgresql-jdbc-java golang-go golang-github-jackc-pgx-v4-dev ruby
 # the comparison (compare/): Redis 7 with Sentinel, libfaketime for its clock jumps, and
 # iproute2 and nftables for its partitions and lost hosts (network namespaces of its own).
 PACKAGES+=(patroni etcd-server etcd-client haproxy postgresql-15-auto-failover pg-auto-failover-cli
+    prometheus-postgres-exporter
     redis-server redis-sentinel libfaketime iproute2 nftables)
 command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 command -v javac >/dev/null || PACKAGES+=(default-jdk-headless)

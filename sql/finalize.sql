@@ -352,6 +352,105 @@ BEGIN
 END
 $comment_named_forms$;
 
+-- Cumulative counters (when preloaded), since stats_reset: one row per database and
+-- namespace counted, one per database (namespace NULL) for tokens drawn for no key, failover
+-- skips and advances, and one "other" row (database NULL) for namespaces counted after
+-- fenced_lock.stats_max_namespaces rows. Every role sees its own database's rows; roles with
+-- pg_read_all_stats, and the extension's owner, see every database's.
+CREATE VIEW fenced_lock_stats AS
+SELECT s.dbid,
+       d.datname AS database,
+       s.ns,
+       n.name AS namespace,
+       s.counters[1] AS acquired_immediately,
+       s.counters[2] AS acquired_after_wait,
+       s.counters[3] / 1000.0::float8 AS wait_time,
+       s.counters[4] / 1000.0::float8 AS max_wait_time,
+       s.counters[5] AS busy,
+       s.counters[6] AS lock_timeouts,
+       s.counters[7] AS timeouts,
+       s.counters[8] AS deadlocks,
+       s.counters[9] AS tokens_issued,
+       s.counters[10] AS session_grants,
+       s.counters[11] AS leader_terms,
+       s.counters[12] AS leases_acquired,
+       s.counters[13] AS leases_renewed,
+       s.counters[14] AS leases_released,
+       s.counters[15] AS leases_taken_over,
+       s.counters[16] AS leases_delayed,
+       s.counters[17] AS force_released,
+       s.counters[18] AS failover_skips,
+       NULLIF(s.counters[19], 0) AS last_failover_skip_timeline,
+       CASE WHEN s.counters[20] <> 0
+            THEN '2000-01-01 00:00:00+00'::timestamptz + s.counters[20] * '1 microsecond'::interval
+       END AS last_failover_skip_at,
+       s.counters[21] AS token_advances,
+       CASE WHEN s.counters[22] <> 0
+            THEN '2000-01-01 00:00:00+00'::timestamptz + s.counters[22] * '1 microsecond'::interval
+       END AS last_token_advance_at,
+       s.stats_reset
+  FROM @extschema@.fenced_lock_stats_rows() s
+  LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid
+  -- Namespace names are this database's: other databases' rows show only the number.
+  LEFT JOIN @extschema@.fenced_namespaces n
+    ON n.ns = s.ns
+   AND s.dbid = (SELECT oid FROM pg_catalog.pg_database
+                  WHERE datname = pg_catalog.current_database());
+
+GRANT SELECT ON fenced_lock_stats TO PUBLIC;
+
+COMMENT ON VIEW fenced_lock_stats IS
+    'fenced_lock: cumulative counters per database and namespace since stats_reset (needs '
+    'preloading): acquisitions at once and after a wait, wait time (ms), busy tries, timeouts, '
+    'deadlocks, tokens, session grants, leader terms, leases, force releases, failover skips and '
+    'token advances.';
+
+-- Tokens checked where data lives (when preloaded), since stats_reset: one row per database,
+-- table and check (the ledger's checks count at fence_ledger), and one "other" row (database
+-- NULL) for tables counted after fenced_lock.stats_max_tables rows. Visible as fenced_lock_stats
+-- is.
+CREATE VIEW fenced_lock_refusals AS
+SELECT s.dbid,
+       d.datname AS database,
+       s.relid,
+       c.oid::pg_catalog.regclass AS relation,
+       s.check_name AS checked_by,
+       s.counters[1] AS refused,
+       NULLIF(s.counters[2], 0) AS last_refused_token,
+       CASE WHEN s.counters[3] <> 0
+            THEN '2000-01-01 00:00:00+00'::timestamptz + s.counters[3] * '1 microsecond'::interval
+       END AS last_refused_at,
+       s.counters[4] AS accepted,
+       NULLIF(s.counters[5], 0) AS highest_accepted_token,
+       CASE WHEN s.counters[6] <> 0
+            THEN '2000-01-01 00:00:00+00'::timestamptz + s.counters[6] * '1 microsecond'::interval
+       END AS last_accepted_at,
+       s.stats_reset
+  FROM @extschema@.fenced_lock_refusal_rows() s
+  LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid
+  -- Table names are this database's: other databases' rows show only the OID.
+  LEFT JOIN pg_catalog.pg_class c
+    ON c.oid = s.relid
+   AND s.dbid = (SELECT oid FROM pg_catalog.pg_database
+                  WHERE datname = pg_catalog.current_database());
+
+GRANT SELECT ON fenced_lock_refusals TO PUBLIC;
+
+COMMENT ON VIEW fenced_lock_refusals IS
+    'fenced_lock: fencing tokens checked per table and check since stats_reset (needs '
+    'preloading): stale tokens refused, the last one and when; tokens accepted, the highest and '
+    'when.';
+
+COMMENT ON FUNCTION fenced_lock_stats_rows() IS
+    'fenced_lock: the rows of fenced_lock_stats (counters in the view''s order).';
+COMMENT ON FUNCTION fenced_lock_refusal_rows() IS
+    'fenced_lock: the rows of fenced_lock_refusals (counters in the view''s order).';
+COMMENT ON FUNCTION fenced_lock_stats_reset() IS
+    'fenced_lock: zero the counters of fenced_lock_stats and fenced_lock_refusals, in every '
+    'database; returns when. Only for the extension''s owner, who may grant it.';
+-- Zeroing every database's counters is the owner's decision (as pg_stat_statements_reset is).
+REVOKE EXECUTE ON FUNCTION fenced_lock_stats_reset() FROM PUBLIC;
+
 -- The ledger's rows are shared by every role: only roles the owner allows may advance them
 -- (GRANT EXECUTE ON FUNCTION fence_check(text, bigint), fence_check_strict(text, bigint)
 -- TO app_role), or any role could store a huge token and lock every honest holder out.

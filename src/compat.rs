@@ -215,3 +215,21 @@ pub unsafe fn summarizing(index: pg_sys::Relation) -> bool {
     #[cfg(not(feature = "pg15"))]
     return unsafe { (*(*index).rd_indam).amsummarizing };
 }
+
+/// The wait event a waiting lease acquire sleeps under: on PostgreSQL 17 and later a named
+/// extension wait event, `FencedLockLease` in pg_stat_activity (registered once per backend,
+/// the same number in every backend); before, the generic `Extension`.
+pub fn lease_wait_event() -> u32 {
+    #[cfg(feature = "pg18")]
+    {
+        thread_local! {
+            static LEASE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+        }
+        if LEASE.get() == 0 {
+            LEASE.set(unsafe { pg_sys::WaitEventExtensionNew(c"FencedLockLease".as_ptr()) });
+        }
+        LEASE.get()
+    }
+    #[cfg(not(feature = "pg18"))]
+    pg_sys::PG_WAIT_EXTENSION
+}

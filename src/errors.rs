@@ -23,6 +23,10 @@ pub enum FencedError {
         timeout_ms: i32,
         holders: Vec<i32>,
     },
+    /// A counter view read where fenced_lock is not preloaded: no shared memory to count in.
+    NotPreloaded {
+        view: &'static str,
+    },
     /// An object of the extension (token sequence, registry) is gone.
     ExtensionObjectMissing {
         name: String,
@@ -195,6 +199,7 @@ impl FencedError {
             FencedError::HotStandby => ERRCODE_READ_ONLY_SQL_TRANSACTION,
             FencedError::LockNotAcquired { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
             FencedError::ExtensionObjectMissing { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            FencedError::NotPreloaded { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::TokenNotReplicated => ERRCODE_QUERY_CANCELED,
             FencedError::ScopeConflict { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::HeldForAnotherOwner { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -238,6 +243,9 @@ impl FencedError {
             } => format!("could not acquire fenced lock {key} within {timeout_ms} ms"),
             FencedError::ExtensionObjectMissing { name } => {
                 format!("\"{name}\" of the extension fenced_lock is missing")
+            }
+            FencedError::NotPreloaded { view } => {
+                format!("{view} needs fenced_lock in shared_preload_libraries")
             }
             FencedError::TokenNotReplicated => {
                 "fencing token not confirmed by the synchronous standby".into()
@@ -375,6 +383,10 @@ impl FencedError {
                 "Use acquire_fenced(ns, id) without a timeout to wait without limit."
             }
             FencedError::HotStandby => "Connect to the primary server.",
+            FencedError::NotPreloaded { .. } => {
+                "Add fenced_lock to shared_preload_libraries and restart the server: the \
+                 counters live in shared memory."
+            }
             FencedError::LockNotAcquired { .. } => {
                 "Use try_acquire_fenced to skip a busy key without an error, or wait longer."
             }

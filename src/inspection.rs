@@ -44,7 +44,7 @@ fn terminate_holders(fcinfo: pg_sys::FunctionCallInfo, key: LockKey) -> i32 {
     }
     // pg_terminate_backend checks the caller's rights (42501) and, with a timeout, waits for
     // the backend to exit, so the key is free when this returns.
-    holders
+    let terminated = holders
         .into_iter()
         .filter(|&pid| {
             Spi::get_one_with_args::<bool>(
@@ -55,7 +55,13 @@ fn terminate_holders(fcinfo: pg_sys::FunctionCallInfo, key: LockKey) -> i32 {
             .flatten()
             .unwrap_or(false)
         })
-        .count() as i32
+        .count() as i32;
+    crate::stats::count(
+        key.ns,
+        crate::stats::Count::ForceReleases,
+        terminated.into(),
+    );
+    terminated
 }
 
 /// The rows of the fenced_locks view, without the session's columns (the view joins

@@ -124,6 +124,12 @@ fn acquire_all(
         return held_token;
     }
     let token = tokens::next_token(fcinfo);
+    // One token, counted once in each namespace it was drawn for.
+    let mut namespaces: Vec<i32> = taken.iter().map(|keyed| keyed.key.ns).collect();
+    namespaces.dedup();
+    namespaces
+        .into_iter()
+        .for_each(|ns| crate::stats::count(ns, crate::stats::Count::TokensIssued, 1));
     for keyed in taken {
         let label = keyed.label.as_deref();
         grants::remember(keyed.key, label, None, token, Scope::Transaction);

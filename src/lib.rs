@@ -12,6 +12,8 @@
 //!   pgrx cannot carry (SF001, codes raised under fenced_update).
 //! - `shmem`: the shared-memory hooks (when preloaded) and a guard for LWLocks.
 //! - `spi`: saved SPI plans, for the statements fenced_lock runs on its own tables.
+//! - `stats`: the cumulative counters (fenced_lock_stats, fenced_lock_refusals) in shared
+//!   memory (when preloaded), their file across a clean restart, and the refusal log.
 //! - `extension`: the extension's own objects (token sequence, registry), found in its schema.
 //! - `shared_grants`: the shared-memory table of live grants (when preloaded).
 //! - `grants`: what this backend holds, with transaction and subtransaction callbacks.
@@ -58,6 +60,7 @@ mod settings;
 mod shared_grants;
 mod shmem;
 mod spi;
+mod stats;
 mod tokens;
 mod types;
 mod unguarded;
@@ -79,10 +82,12 @@ pub extern "C-unwind" fn _PG_init() {
             shared_grants::GRANTS_PART,
             leases::WAKEUPS_PART,
             allocator::BLOCKS_PART,
+            stats::STATS_PART,
         ]);
     }
     grants::register_transaction_callbacks();
     leases::register_callbacks();
+    stats::register_callback();
     extension::register_invalidation_callback();
     resource::register_invalidation_callbacks();
 }

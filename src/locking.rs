@@ -7,6 +7,7 @@
 use crate::errors::{outside_transaction_block, refuse_in_parallel_mode, FencedError, OrRaise};
 use crate::grants;
 use crate::settings::{self, OutsideTransaction};
+use crate::stats::{self, Count};
 use crate::types::{required, LockKey, Scope};
 use crate::unguarded;
 use crate::{namespaces, tokens};
@@ -259,6 +260,10 @@ fn acquire(
             .execute(),
     };
     grants::remember(key, keyed.label.as_deref(), grant.owner(), token, scope);
+    stats::one(key, Count::TokensIssued);
+    if scope == Scope::Session {
+        stats::one(key, Count::SessionGrants);
+    }
     Some(token)
 }
 
@@ -311,6 +316,9 @@ pub(crate) fn current_grant(key: LockKey) -> Option<(Scope, i64)> {
 }
 
 /// Takes the exclusive advisory lock at `scope`; false when `Wait::Never` found it held.
+/// Tried without waiting first (a waiting request still queues behind earlier waiters: the
+/// lock manager refuses a try that conflicts with them), so that a wait is seen, timed and
+/// counted, and its end (a timeout, a deadlock) too.
 pub(crate) fn lock(key: LockKey, wait: Wait, scope: Scope) -> bool {
     let tag = key.locktag();
     let session = scope == Scope::Session;
@@ -318,16 +326,26 @@ pub(crate) fn lock(key: LockKey, wait: Wait, scope: Scope) -> bool {
         pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as _, session, dont_wait)
             != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
     };
+    if lock_acquire(true) {
+        stats::one(key, Count::AcquiredImmediately);
+        return true;
+    }
     match wait {
-        Wait::Unbounded => lock_acquire(false),
-        Wait::Never => lock_acquire(true),
-        Wait::AtMost { millis: 0, of } => lock_acquire(true) || not_acquired(key, of),
+        Wait::Never => {
+            stats::one(key, Count::Busy);
+            false
+        }
+        Wait::Unbounded => waited(key, Count::LockTimeouts, || lock_acquire(false)),
+        Wait::AtMost { millis: 0, of } => {
+            stats::one(key, Count::Timeouts);
+            not_acquired(key, of)
+        }
         Wait::AtMost { millis, of } => {
             // The lock manager's own lock_timeout machinery bounds the wait, so the wait
             // stays in the queue (fair, deadlock-checked) rather than polling.
             let saved = unsafe { pg_sys::LockTimeout };
             unsafe { pg_sys::LockTimeout = millis };
-            PgTryBuilder::new(|| lock_acquire(false))
+            PgTryBuilder::new(|| waited(key, Count::Timeouts, || lock_acquire(false)))
                 .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| {
                     not_acquired(key, of)
                 })
@@ -335,6 +353,35 @@ pub(crate) fn lock(key: LockKey, wait: Wait, scope: Scope) -> bool {
                 .execute()
         }
     }
+}
+
+/// A wait in the lock manager's queue, timed and counted: granted, or ended by a lock
+/// timeout (counted as `timeout`) or a deadlock, whose error goes on.
+fn waited(
+    key: LockKey,
+    timeout: Count,
+    wait: impl FnOnce() -> bool + std::panic::UnwindSafe,
+) -> bool {
+    let started = unsafe { pg_sys::GetCurrentTimestamp() };
+    let granted = PgTryBuilder::new(wait)
+        .catch_others(|error| {
+            if let pg_sys::panic::CaughtError::PostgresError(report) = &error {
+                match report.sql_error_code() {
+                    PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE => stats::one(key, timeout),
+                    PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED => {
+                        stats::one(key, Count::Deadlocks)
+                    }
+                    _ => {}
+                }
+            }
+            error.rethrow()
+        })
+        .execute();
+    let waited = unsafe { pg_sys::GetCurrentTimestamp() } - started;
+    stats::one(key, Count::AcquiredAfterWait);
+    stats::count(key.ns, Count::WaitMicros, waited);
+    stats::count(key.ns, Count::MaxWaitMicros, waited);
+    granted
 }
 
 fn not_acquired(key: LockKey, timeout_ms: i32) -> ! {
@@ -512,7 +559,9 @@ acquire_functions! {
 fn new_fencing_token(fcinfo: pg_sys::FunctionCallInfo) -> i64 {
     refuse_on_hot_standby();
     refuse_in_parallel_mode("new_fencing_token");
-    tokens::next_token(fcinfo)
+    let token = tokens::next_token(fcinfo);
+    stats::count_database(Count::TokensIssued, 1);
+    token
 }
 
 /// Moves the token sequence forward so that every token drawn after this returns is above
@@ -539,5 +588,10 @@ fn advance_fencing_tokens(fcinfo: pg_sys::FunctionCallInfo, past: Option<i64>) -
     }
     refuse_on_hot_standby();
     refuse_in_parallel_mode("advance_fencing_tokens");
-    tokens::advance_past(fcinfo, past)
+    let position = tokens::advance_past(fcinfo, past);
+    stats::count_database(Count::TokenAdvances, 1);
+    stats::count_database(Count::LastAdvanceAt, unsafe {
+        pg_sys::GetCurrentTimestamp()
+    });
+    position
 }

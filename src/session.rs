@@ -74,7 +74,7 @@ key_forms! {
     attributes: [volatile, parallel_unsafe],
     arguments: (),
     returns: Option<i64>,
-    |fcinfo, function, keyed| try_acquire(fcinfo, function, keyed, Grant::Session { owner: None }),
+    |fcinfo, function, keyed| become_leader_for(fcinfo, function, keyed, None),
 }
 
 key_forms! {
@@ -85,8 +85,24 @@ key_forms! {
     returns: Option<i64>,
     |fcinfo, function, keyed| {
         let owner = Some(crate::locking::owner_argument(owner, function));
-        try_acquire(fcinfo, function, keyed, Grant::Session { owner })
+        become_leader_for(fcinfo, function, keyed, owner)
     },
+}
+
+/// The term if this session leads (a new term counted in fenced_lock_stats), else None.
+fn become_leader_for(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &'static str,
+    keyed: crate::locking::Keyed,
+    owner: Option<&str>,
+) -> Option<i64> {
+    let key = keyed.key;
+    let leading = current_grant(key).is_some();
+    let term = try_acquire(fcinfo, function, keyed, Grant::Session { owner });
+    if term.is_some() && !leading {
+        crate::stats::one(key, crate::stats::Count::LeaderTerms);
+    }
+    term
 }
 
 /// Releases this session's grant on `key` if it was taken for `owner`: true, or false with a

@@ -54,6 +54,37 @@ pub fn outside_transaction() -> OutsideTransaction {
     OUTSIDE_TRANSACTION.get()
 }
 
+/// fenced_lock.track: count into fenced_lock_stats and fenced_lock_refusals.
+pub fn track() -> bool {
+    TRACK.get()
+}
+
+/// fenced_lock.log_refusals: log refused stale tokens.
+pub fn log_refusals() -> bool {
+    LOG_REFUSALS.get()
+}
+
+/// fenced_lock.log_waits: log lease waits longer than deadlock_timeout.
+pub fn log_waits() -> bool {
+    LOG_WAITS.get()
+}
+
+/// fenced_lock.stats_max_namespaces: (database, namespace) rows fenced_lock_stats keeps.
+pub fn stats_max_namespaces() -> u32 {
+    STATS_MAX_NAMESPACES.get().max(0) as u32
+}
+
+/// fenced_lock.stats_max_tables: (database, table, check) rows fenced_lock_refusals keeps.
+pub fn stats_max_tables() -> u32 {
+    STATS_MAX_TABLES.get().max(0) as u32
+}
+
+static TRACK: GucSetting<bool> = GucSetting::<bool>::new(true);
+static LOG_REFUSALS: GucSetting<bool> = GucSetting::<bool>::new(true);
+static LOG_WAITS: GucSetting<bool> = GucSetting::<bool>::new(false);
+static STATS_MAX_NAMESPACES: GucSetting<i32> = GucSetting::<i32>::new(256);
+static STATS_MAX_TABLES: GucSetting<i32> = GucSetting::<i32>::new(256);
+
 /// Flush (and, with synchronous replication, replicate) the WAL behind every token before
 /// returning it. Superuser-only: a token issued without it can be issued again after a crash,
 /// to any session, so one session's choice would weaken every other session's tokens.
@@ -94,6 +125,36 @@ pub fn define() {
           returned, so that no token is issued twice after a crash or a synchronous failover. \
           Turn off only for efficiency locks, where a repeated token after a crash is harmless.",
         &DURABLE_TOKENS,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    // Superuser-only, as pg_stat_statements.track and log_lock_waits are: the counters and the
+    // log are the operator's, and a role turning them off would hide its own refusals.
+    GucRegistry::define_bool_guc(
+        c"fenced_lock.track",
+        c"Count acquisitions, waits, leases and refusals in fenced_lock_stats and \
+          fenced_lock_refusals.",
+        c"Needs fenced_lock in shared_preload_libraries. Each backend counts in its own memory \
+          and adds its counts to the shared ones when a transaction ends.",
+        &TRACK,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"fenced_lock.log_refusals",
+        c"Log each stale fencing token refused, at most once a second per table and check.",
+        c"One LOG line names the check, the table (and the row's key where known), both tokens, \
+          and how many refusals of that table and check were not logged since the last line.",
+        &LOG_REFUSALS,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"fenced_lock.log_waits",
+        c"Log a lease wait that lasts longer than deadlock_timeout, and who holds the lease.",
+        c"Like log_lock_waits for the lease functions: a LOG line once the wait passes \
+          deadlock_timeout, and another when the lease is granted.",
+        &LOG_WAITS,
         GucContext::Suset,
         GucFlags::default(),
     );
@@ -154,6 +215,28 @@ pub fn define() {
               before its first token is returned; the tokens in it cost an atomic increment. A \
               crash leaves a gap of at most this many numbers. 1 turns the allocator off.",
             &TOKEN_BLOCK,
+            1,
+            1_000_000,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
+        GucRegistry::define_int_guc(
+            c"fenced_lock.stats_max_namespaces",
+            c"(database, namespace) rows fenced_lock_stats keeps (needs preloading).",
+            c"A namespace counted after the table is full is counted in one row whose database \
+              and namespace are NULL. Rows stay until the server stops; each takes 200 bytes.",
+            &STATS_MAX_NAMESPACES,
+            1,
+            1_000_000,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
+        GucRegistry::define_int_guc(
+            c"fenced_lock.stats_max_tables",
+            c"(database, table, check) rows fenced_lock_refusals keeps (needs preloading).",
+            c"A table counted after the table is full is counted in one row whose database and \
+              table are NULL. Rows stay until the server stops; each takes 200 bytes.",
+            &STATS_MAX_TABLES,
             1,
             1_000_000,
             GucContext::Postmaster,

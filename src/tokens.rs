@@ -92,6 +92,9 @@ pub fn advance_past(fcinfo: pg_sys::FunctionCallInfo, past: i64) -> i64 {
     unsafe { pg_sys::PreventCommandIfReadOnly(c"advance_fencing_tokens()".as_ptr()) };
     exclusively(sequence, || {
         let skip = pending_skip(sequence);
+        if skip > 0 {
+            crate::stats::failover_skipped();
+        }
         // With the caller's own privileges on the sequence (42501 for any role but its owner).
         let drawn = draw(sequence, true);
         let position = (drawn + skip).max(past);
@@ -147,6 +150,9 @@ impl allocator::Sequence for TokenSequence {
     fn reserve(&self) -> Reserved {
         let sequence = self.0;
         let skip = pending_skip(sequence);
+        if skip > 0 {
+            crate::stats::failover_skipped();
+        }
         let start = nextval(sequence) + skip;
         let end = start + settings::token_block() - 1;
         setval(sequence, end);
@@ -213,6 +219,7 @@ fn skip_forward_on_new_timeline(sequence: pg_sys::Oid) {
             let skip = pending_skip(sequence);
             if skip > 0 {
                 setval(sequence, nextval(sequence) + skip);
+                crate::stats::failover_skipped();
             }
         });
     }

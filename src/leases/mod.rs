@@ -16,6 +16,7 @@ mod wakeups;
 
 use crate::errors::{refuse_in_parallel_mode, FencedError, OrRaise};
 use crate::locking::key_forms;
+use crate::stats::{self, Count};
 use crate::types::{required, LockKey};
 use crate::unguarded;
 use crate::{settings, tokens};
@@ -80,8 +81,48 @@ fn lock_delay() -> Interval {
 enum Seen {
     /// Taken (new token) or extended (same token): the token.
     Granted(i64),
-    /// Held by another owner until this many microseconds from now.
-    Held { expires_in_us: i64 },
+    /// Held by another owner until this many microseconds from now; `holder` (owner and
+    /// token) when a row was read, and whether it expired but its lock-delay has not passed.
+    Held {
+        expires_in_us: i64,
+        holder: Option<(String, i64)>,
+        delayed: bool,
+    },
+}
+
+impl Seen {
+    /// Being written by another open transaction: look again soon.
+    const BUSY: Seen = Seen::Held {
+        expires_in_us: 0,
+        holder: None,
+        delayed: false,
+    };
+}
+
+/// What an acquire did to the lease, for fenced_lock_stats.
+#[derive(Clone, Copy)]
+enum Granted {
+    /// This owner's lease, extended.
+    Renewed,
+    /// Free, released or this owner's after expiry: a new token.
+    Acquired,
+    /// Another owner's after its expiry (and lock-delay): a new token.
+    TakenOver,
+}
+
+impl Granted {
+    fn count(self, key: LockKey) {
+        let counts: &[Count] = match self {
+            Granted::Renewed => &[Count::LeasesRenewed],
+            Granted::Acquired => &[Count::LeasesAcquired, Count::TokensIssued],
+            Granted::TakenOver => &[
+                Count::LeasesAcquired,
+                Count::LeasesTakenOver,
+                Count::TokensIssued,
+            ],
+        };
+        counts.iter().for_each(|&count| stats::one(key, count));
+    }
 }
 
 /// An acquire as its SQL function was called, its arguments checked.
@@ -129,7 +170,10 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid) -> Seen {
         let granted = |row: &LeaseRow| {
             // Still held by this owner: the same token, the TTL extended.
             if this_owners(row) && row.expires_at.is_some_and(|at| at > now) {
-                return Some((renewal(columns, ttl, delay).0, row.token));
+                return Some((
+                    renewal(columns, ttl, delay).0,
+                    (row.token, Granted::Renewed),
+                ));
             }
             // Free, expired, or this owner's after expiry: a new grant. Its token is drawn
             // after the look, which saw the last holder's write committed, so it is above every
@@ -138,13 +182,20 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid) -> Seen {
             let takeable = row.owner.is_none()
                 || this_owners(row)
                 || row.available_at.is_some_and(|at| at <= now);
+            let granted = match row.owner.is_some() && !this_owners(row) {
+                true => Granted::TakenOver,
+                false => Granted::Acquired,
+            };
             takeable.then(|| {
                 let token = tokens::next_token(fcinfo);
-                (new_holder(token), token)
+                (new_holder(token), (token, granted))
             })
         };
         match write_found(lease, function, keyed.key, granted) {
-            Found::Written(token) => return Seen::Granted(token),
+            Found::Written((token, granted)) => {
+                granted.count(keyed.key);
+                return Seen::Granted(token);
+            }
             // Held by another owner (until its expiry and lock-delay). Only a waiting acquire
             // needs to know until when (0 or less: look again soon).
             Found::Refused(row) => {
@@ -152,16 +203,22 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid) -> Seen {
                     true => row.available_at.map_or(0, |at| at - now),
                     false => 0,
                 };
-                return Seen::Held { expires_in_us };
+                let delayed = row.expires_at.is_some_and(|at| at <= now);
+                let holder = row.owner.map(|owner| (owner, row.token));
+                return Seen::Held {
+                    expires_in_us,
+                    holder,
+                    delayed,
+                };
             }
             // Locked by another open transaction: look again soon.
-            Found::Busy => return Seen::Held { expires_in_us: 0 },
+            Found::Busy => return Seen::BUSY,
             Found::Absent => {}
         }
         // No row: the key was never leased, or its row was swept. A first lease being written
         // by another open transaction holds the key's first-lease lock until it ends: busy.
         if !lock_first_lease(keyed.key) {
-            return Seen::Held { expires_in_us: 0 };
+            return Seen::BUSY;
         }
         // With that lock, nobody else writes the key's first lease through these functions;
         // one committed after the look's snapshot is looked at again with a newer one, or
@@ -174,7 +231,7 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid) -> Seen {
             Unseen::Nothing => {}
             Unseen::InProgress => {
                 unlock_first_lease(keyed.key);
-                return Seen::Held { expires_in_us: 0 };
+                return Seen::BUSY;
             }
             Unseen::Committed => {
                 unlock_first_lease(keyed.key);
@@ -198,6 +255,7 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid) -> Seen {
             (columns.id, keyed.key.id.into_datum()),
         ]);
         insert_row(lease, &row);
+        Granted::Acquired.count(keyed.key);
         return Seen::Granted(token);
     }
 }
@@ -321,6 +379,68 @@ fn first_lease_tag(key: LockKey) -> pg_sys::LOCKTAG {
     }
 }
 
+/// One acquire's wait, as fenced_lock_stats and the log see it: a lease refused by its
+/// lock-delay is counted once per call; with fenced_lock.log_waits, a wait longer than
+/// deadlock_timeout is logged with the holder, and so is its end.
+struct LeaseWait {
+    key: LockKey,
+    started: pg_sys::TimestampTz,
+    delayed: bool,
+    logged: bool,
+}
+
+impl LeaseWait {
+    fn new(key: LockKey) -> LeaseWait {
+        LeaseWait {
+            key,
+            started: unguarded::now(),
+            delayed: false,
+            logged: false,
+        }
+    }
+
+    fn waited_ms(&self) -> f64 {
+        (unguarded::now() - self.started) as f64 / 1000.0
+    }
+
+    fn held(&mut self, holder: Option<(String, i64)>, delayed: bool) {
+        if delayed && !self.delayed {
+            self.delayed = true;
+            stats::one(self.key, Count::LeasesDelayed);
+        }
+        let due = self.waited_ms() >= f64::from(unsafe { pg_sys::DeadlockTimeout });
+        if self.logged || !due || !settings::log_waits() {
+            return;
+        }
+        self.logged = true;
+        let holder = match holder {
+            Some((owner, token)) => format!("held by owner \"{owner}\" with token {token}"),
+            None => "being written by another transaction".into(),
+        };
+        self.log(&format!("still waiting for lease {} {holder}", self.key));
+    }
+
+    fn granted(&self) {
+        if self.logged {
+            self.log(&format!("acquired lease {}", self.key));
+        }
+    }
+
+    fn ended(&self) {
+        if self.logged {
+            self.log(&format!("gave up waiting for lease {}", self.key));
+        }
+    }
+
+    fn log(&self, what: &str) {
+        let pid = unsafe { pg_sys::MyProcPid };
+        pgrx::log!(
+            "fenced_lock: process {pid} {what} after {:.3} ms",
+            self.waited_ms()
+        );
+    }
+}
+
 /// Acquires the lease, waiting up to `wait` (None: not at all); the token or None.
 fn acquire(
     fcinfo: pg_sys::FunctionCallInfo,
@@ -359,6 +479,7 @@ fn acquire(
         ttl,
         waiting: deadline.is_some(),
     };
+    let mut wait = LeaseWait::new(call.keyed.key);
     loop {
         // Prepared before looking, so a release between the look and the sleep still wakes
         // this backend.
@@ -371,16 +492,28 @@ fn acquire(
                 if channel.is_some() && deadline.is_some() {
                     unsafe { pg_sys::ConditionVariableCancelSleep() };
                 }
+                wait.granted();
                 return Some(token);
             }
-            Seen::Held { expires_in_us } => expires_in_us,
+            Seen::Held {
+                expires_in_us,
+                holder,
+                delayed,
+            } => {
+                wait.held(holder, delayed);
+                expires_in_us
+            }
         };
-        let deadline = deadline?;
+        let Some(deadline) = deadline else {
+            wait.ended();
+            return None;
+        };
         let left_us = deadline - now();
         if left_us <= 0 {
             if channel.is_some() {
                 unsafe { pg_sys::ConditionVariableCancelSleep() };
             }
+            wait.ended();
             return None;
         }
         // Until the holder's expiry (then the lease can be taken over), the deadline or
@@ -398,7 +531,7 @@ fn acquire(
                 pg_sys::ConditionVariableTimedSleep(
                     channel,
                     sleep_ms.max(1),
-                    pg_sys::PG_WAIT_EXTENSION,
+                    crate::compat::lease_wait_event(),
                 );
             },
             None => {
@@ -409,7 +542,7 @@ fn acquire(
                         (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH)
                             as i32,
                         sleep_ms,
-                        pg_sys::PG_WAIT_EXTENSION,
+                        crate::compat::lease_wait_event(),
                     );
                     pg_sys::ResetLatch(pg_sys::MyLatch);
                 }
@@ -467,6 +600,7 @@ key_forms! {
             let expires_at = write_held(lease, function, held, || {
                 renewal(&lease.columns, ttl, delay)
             })?;
+            stats::one(keyed.key, Count::LeasesRenewed);
             unsafe { TimestampWithTimeZone::from_datum(expires_at.into(), false) }
         })
     },
@@ -493,6 +627,7 @@ key_forms! {
         .is_some();
         if released {
             wakeups::wake_at_commit(keyed.key);
+            stats::one(keyed.key, Count::LeasesReleased);
         }
         released
     },

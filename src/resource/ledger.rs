@@ -5,6 +5,7 @@
 
 use crate::errors::{OrRaise, RawError, StaleToken};
 use crate::spi::{self, SavedPlan};
+use crate::stats::{self, Checker};
 use crate::types::required;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -49,9 +50,27 @@ fn accept(resource: &str, token: i64) -> Result<(), i64> {
 fn fence_check(resource: Option<&str>, token: Option<i64>) -> bool {
     let resource = required(resource, "fence_check", "resource").or_raise();
     let token = required(token, "fence_check", "token").or_raise();
-    accept(resource, token)
-        .map_err(|accepted| stale(resource, accepted, token).warn_if_tokens_went_back())
+    counted(Checker::FenceCheck, resource, token)
+        .map_err(StaleToken::warn_if_tokens_went_back)
         .is_ok()
+}
+
+/// `accept`, counted in fenced_lock_refusals (the ledger's table, by check) and logged when
+/// refused.
+fn counted(check: Checker, resource: &str, token: i64) -> Result<(), StaleToken> {
+    // Both functions run with search_path set to the extension's schema.
+    let ledger = unsafe { pg_sys::RelnameGetRelid(c"fence_ledger".as_ptr()) };
+    match accept(resource, token) {
+        Ok(()) => {
+            stats::accepted(check, ledger, token);
+            Ok(())
+        }
+        Err(accepted) => {
+            let stale = stale(resource, accepted, token);
+            stats::refused(check, ledger, &stale);
+            Err(stale)
+        }
+    }
 }
 
 /// fence_check_strict(resource, token): like fence_check, but a stale token raises SF001.
@@ -60,9 +79,9 @@ pub fn check_strict(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, R
     let token: Option<i64> = unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 1) };
     let resource = required(resource, "fence_check_strict", "resource").or_raise();
     let token = required(token, "fence_check_strict", "token").or_raise();
-    accept(&resource, token)
+    counted(Checker::FenceCheckStrict, &resource, token)
         .map(|()| pg_sys::Datum::from(0))
-        .map_err(|accepted| RawError::from(stale(&resource, accepted, token)))
+        .map_err(RawError::from)
 }
 
 fn stale(resource: &str, accepted: i64, token: i64) -> StaleToken {

@@ -4,6 +4,7 @@
 
 use super::{find_fence_column, relation_display_name};
 use crate::errors::{FencedError, RawError, StaleToken};
+use crate::stats::{self, Checker};
 use pgrx::pg_sys;
 
 const DEFAULT_FENCE_COLUMN: &str = "fence";
@@ -41,18 +42,27 @@ pub fn fire(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError>
             (!is_null).then_some(datum.value() as i64)
         };
         let new_tuple = (*data).tg_newtuple;
+        let table = (*relation).rd_id;
         match (value_of((*data).tg_trigtuple), value_of(new_tuple)) {
             (Some(accepted), offered) if offered.is_none_or(|offered| offered < accepted) => {
-                Err(RawError::from(StaleToken {
+                let stale = StaleToken {
                     resource: format!(
                         "column \"{column_name}\" of {}",
                         relation_display_name(relation)
                     ),
                     accepted,
                     offered,
-                }))
+                };
+                stats::refused(Checker::EnforceFence, table, &stale);
+                Err(RawError::from(stale))
             }
-            _ => Ok(pg_sys::Datum::from(new_tuple)),
+            (_, offered) => {
+                // A row given its first fence, or one at least as high.
+                if let Some(offered) = offered {
+                    stats::accepted(Checker::EnforceFence, table, offered);
+                }
+                Ok(pg_sys::Datum::from(new_tuple))
+            }
         }
     }
 }

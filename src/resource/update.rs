@@ -14,6 +14,7 @@ use super::{
 };
 use crate::errors::{original_sqlstate, FencedError, OrRaise, RawError, StaleToken};
 use crate::spi::{self, SavedPlan};
+use crate::stats::{self, Checker};
 use crate::types;
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
@@ -275,6 +276,14 @@ fn write(
             },
         }
     });
+    let check = match superseded {
+        Superseded::ReturnFalse => Checker::FencedUpdate,
+        Superseded::Raise => Checker::FencedUpdateStrict,
+    };
+    match &written {
+        Ok(()) => stats::accepted(check, call.table, token),
+        Err(stale) => stats::refused(check, call.table, stale),
+    }
     match (written, superseded) {
         (Ok(()), _) => Ok(pg_sys::Datum::from(true)),
         (Err(stale), Superseded::ReturnFalse) => {

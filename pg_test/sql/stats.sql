@@ -1,0 +1,157 @@
+-- fenced_lock_stats and fenced_lock_refusals: what each call counts, when counts show (at the
+-- end of the counting transaction), fenced_lock.track, the reset and who sees what.
+\set SHOW_CONTEXT never
+SELECT fenced_lock_stats_reset() >= now() AS reset;
+CREATE FUNCTION ns_stats(namespace_id int4) RETURNS TABLE (counter text, value numeric)
+LANGUAGE sql AS $$
+    SELECT key, value::numeric
+      FROM fenced_lock_stats s, jsonb_each_text(to_jsonb(s) - 'dbid' - 'database' - 'ns'
+                                                 - 'namespace' - 'stats_reset'
+                                                 - 'last_failover_skip_at'
+                                                 - 'last_token_advance_at'
+                                                 - 'wait_time' - 'max_wait_time')
+     WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+       AND s.ns IS NOT DISTINCT FROM namespace_id AND value::numeric <> 0
+     ORDER BY key
+$$;
+-- Every counter starts at zero after the reset.
+SELECT count(*) AS rows_after_reset,
+       bool_and(acquired_immediately + tokens_issued + leases_acquired + busy = 0) AS all_zero,
+       bool_and(stats_reset >= now() - interval '1 minute') AS reset_recorded
+  FROM fenced_lock_stats;
+
+-- A transaction lock: counted when the transaction ends, not before.
+BEGIN;
+SELECT acquire_fenced(4201, 1) > 0 AS granted;
+SELECT acquire_fenced(4201, 1) > 0 AS held_again_not_counted;
+SELECT count(*) AS counted_inside FROM ns_stats(4201);
+COMMIT;
+SELECT * FROM ns_stats(4201);
+
+-- An aborted transaction's counts count too, as PostgreSQL's statistics do.
+BEGIN;
+SELECT acquire_fenced_all(4201, ARRAY[2, 3, 4]) > 0 AS all_granted;
+ROLLBACK;
+SELECT * FROM ns_stats(4201);
+
+-- Session grants, leader terms (a term held again is no new term), their tokens.
+SELECT acquire_fenced_session(4202, 1) > 0 AS session_grant;
+SELECT become_leader(4202, 2, 'me') AS term \gset
+SELECT become_leader(4202, 2, 'me') = :term AS same_term;
+SELECT release_all_fenced() AS released;
+SELECT * FROM ns_stats(4202);
+
+-- Leases: acquired, renewed (by acquire and by renew_lease), released, taken over after
+-- expiry, and refused during a lock-delay (counted once per call).
+SELECT acquire_lease(4203, 1, 'w1', '1 hour') AS t1 \gset
+SELECT acquire_lease(4203, 1, 'w1', '1 hour') = :t1 AS renewed_by_acquire;
+SELECT renew_lease(4203, 1, :t1, '1 hour') IS NOT NULL AS renewed;
+SELECT release_lease(4203, 1, :t1) AS released;
+SELECT acquire_lease(4203, 2, 'w1', '10 ms') > 0 AS short_lease;
+SELECT pg_sleep(0.05);
+SELECT acquire_lease(4203, 2, 'w2', '1 hour') > 0 AS taken_over;
+SET fenced_lock.lease_lock_delay = '1h';
+SELECT acquire_lease(4203, 3, 'w1', '10 ms') > 0 AS delayed_lease;
+SELECT pg_sleep(0.05);
+SELECT acquire_lease(4203, 3, 'w2', '1 hour') AS refused_by_delay;
+SELECT acquire_lease(4203, 3, 'w2', '1 hour', '30 ms') AS refused_after_waiting;
+RESET fenced_lock.lease_lock_delay;
+SELECT * FROM ns_stats(4203);
+
+-- Tokens for no key, and advances, in the database's own row (namespace NULL).
+SELECT new_fencing_token() > 0 AS token;
+SELECT advance_fencing_tokens(1) > 0 AS advanced;
+SELECT * FROM ns_stats(NULL);
+SELECT last_token_advance_at >= now() - interval '1 minute' AS advance_time,
+       last_failover_skip_at IS NULL AS no_skip
+  FROM fenced_lock_stats
+ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND ns IS NULL;
+
+-- Names where the namespace is registered.
+SELECT register_namespace('stats_names', 4204) AS registered;
+BEGIN;
+SELECT acquire_fenced_named('stats_names', 'k') > 0 AS granted;
+COMMIT;
+SELECT namespace, acquired_immediately FROM fenced_lock_stats WHERE ns = 4204;
+
+-- fenced_lock.track = off counts nothing; superuser-only.
+SET fenced_lock.track = off;
+BEGIN;
+SELECT acquire_fenced(4205, 1) > 0 AS granted;
+COMMIT;
+RESET fenced_lock.track;
+SELECT count(*) AS untracked_rows FROM fenced_lock_stats WHERE ns = 4205;
+
+-- Refusals and acceptances per table and check; the ledger counts at fence_ledger.
+CREATE TABLE stats_jobs (id int PRIMARY KEY, fence bigint, v text);
+INSERT INTO stats_jobs VALUES (1, NULL, 'a'), (2, NULL, 'a');
+SELECT fenced_update('stats_jobs', 1, 100, '{"v": "b"}') AS written;
+SELECT fenced_update('stats_jobs', 1, 99, '{"v": "c"}') AS stale;
+SELECT fenced_update('stats_jobs', 1, 98, '{"v": "c"}') AS stale_again;
+SELECT fenced_update_strict('stats_jobs', 1, 97, '{"v": "c"}');
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE stats_guarded (id int PRIMARY KEY, fence bigint);
+CREATE TRIGGER stats_guarded_fence BEFORE UPDATE ON stats_guarded
+    FOR EACH ROW EXECUTE FUNCTION enforce_fence();
+INSERT INTO stats_guarded VALUES (1, 5);
+UPDATE stats_guarded SET fence = 7;
+UPDATE stats_guarded SET fence = 6;
+\echo :LAST_ERROR_SQLSTATE
+SELECT fence_check('stats://r', 10) AS accepted, fence_check('stats://r', 9) AS refused;
+SELECT fence_check_strict('stats://r', 8);
+\echo :LAST_ERROR_SQLSTATE
+SELECT relation, checked_by, refused, last_refused_token, accepted, highest_accepted_token,
+       last_refused_at IS NOT DISTINCT FROM CASE WHEN refused > 0 THEN last_refused_at END
+           AND (last_refused_at IS NULL OR last_refused_at >= now() - interval '1 minute')
+           AS refused_at,
+       (last_accepted_at IS NULL) = (accepted = 0) AS accepted_at
+  FROM fenced_lock_refusals
+ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND relation IS NOT NULL
+ ORDER BY relation::text, checked_by;
+
+-- Who sees what: every role its own database's rows; "other" (database NULL) and other
+-- databases' rows only with pg_read_all_stats or as the extension's owner. Only the owner
+-- resets, unless granted.
+CREATE ROLE stats_reader;
+CREATE ROLE stats_monitor IN ROLE pg_read_all_stats;
+SET ROLE stats_reader;
+SELECT count(*) FILTER (WHERE dbid IS NULL) AS other_rows,
+       count(*) FILTER (WHERE ns = 4201) AS own_rows
+  FROM fenced_lock_stats;
+SELECT count(*) FILTER (WHERE dbid IS NULL) AS other_rows FROM fenced_lock_refusals;
+SELECT fenced_lock_stats_reset();
+\echo :LAST_ERROR_SQLSTATE
+SET ROLE stats_monitor;
+SELECT count(*) FILTER (WHERE dbid IS NULL) AS other_rows FROM fenced_lock_stats;
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION fenced_lock_stats_reset() TO stats_reader;
+SET ROLE stats_reader;
+SELECT fenced_lock_stats_reset() IS NOT NULL AS granted_reset;
+RESET ROLE;
+SELECT coalesce(sum(acquired_immediately), 0) AS after_reset FROM fenced_lock_stats;
+SELECT coalesce(sum(refused + accepted), 0) AS after_reset FROM fenced_lock_refusals;
+
+-- The refusal log: one LOG line per table and check and second (shown here through
+-- client_min_messages); the next says how many it stands for.
+CREATE TABLE stats_log (id int PRIMARY KEY, fence bigint);
+INSERT INTO stats_log VALUES (1, 50);
+SET client_min_messages = log;
+SELECT fenced_update('stats_log', 1, 40) AS logged;
+SELECT fenced_update('stats_log', 1, 41) AS not_logged;
+SELECT fenced_update('stats_log', 1, 42) AS not_logged;
+SELECT pg_sleep(1.1);
+SELECT fenced_update('stats_log', 1, 43) AS logged_with_count;
+SET fenced_lock.log_refusals = off;
+SELECT pg_sleep(1.1);
+SELECT fenced_update('stats_log', 1, 44) AS not_logged_when_off;
+RESET fenced_lock.log_refusals;
+RESET client_min_messages;
+
+DROP TABLE stats_jobs, stats_guarded, stats_log;
+DROP FUNCTION ns_stats(int4);
+DELETE FROM fenced_namespaces WHERE ns = 4204;
+REVOKE EXECUTE ON FUNCTION fenced_lock_stats_reset() FROM stats_reader;
+DROP ROLE stats_reader, stats_monitor;
+DELETE FROM fence_ledger WHERE resource = 'stats://r';
+DELETE FROM fenced_lease_state WHERE ns = 4203;

@@ -1,0 +1,454 @@
+//! Cumulative counters, when preloaded: `fenced_lock_stats` (per database and namespace, and
+//! per database for what belongs to no namespace) and `fenced_lock_refusals` (per table and
+//! check), with `fenced_lock_stats_reset()`; and the refusal log.
+//!
+//! A backend counts into its own memory while a transaction runs and folds the counts into
+//! the shared tables when it ends (commit or abort), with atomic operations on entries it
+//! found once: the acquire path takes no lock and writes no shared memory for them.
+//! `fenced_lock.track = off` counts nothing.
+
+mod shared;
+
+use crate::errors::{FencedError, StaleToken};
+use crate::settings;
+use crate::types::LockKey;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+pub use shared::STATS_PART;
+use shared::{EntryKey, Place, NAMESPACES, REFUSALS};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+/// Counters per entry (the namespace table's; the refusal table uses the first few).
+pub const COUNTERS: usize = 22;
+
+/// How a backend's count joins the shared one.
+#[derive(Clone, Copy)]
+pub enum Fold {
+    Sum,
+    Max,
+    /// The latest value replaces the shared one.
+    Last,
+}
+
+/// A namespace's counters, in fenced_lock_stats' column order. Times are microseconds since
+/// PostgreSQL's epoch (TimestampTz), durations microseconds.
+#[derive(Clone, Copy)]
+pub enum Count {
+    AcquiredImmediately,
+    AcquiredAfterWait,
+    WaitMicros,
+    MaxWaitMicros,
+    Busy,
+    LockTimeouts,
+    Timeouts,
+    Deadlocks,
+    TokensIssued,
+    SessionGrants,
+    LeaderTerms,
+    LeasesAcquired,
+    LeasesRenewed,
+    LeasesReleased,
+    LeasesTakenOver,
+    LeasesDelayed,
+    ForceReleases,
+    FailoverSkips,
+    LastSkipTimeline,
+    LastSkipAt,
+    TokenAdvances,
+    LastAdvanceAt,
+}
+
+const NAMESPACE_FOLDS: [Fold; COUNTERS] = {
+    use Fold::*;
+    [
+        Sum, Sum, Sum, Max, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum,
+        Last, Max, Sum, Max,
+    ]
+};
+
+/// A table's and check's counters, in fenced_lock_refusals' column order.
+#[derive(Clone, Copy)]
+enum RefusalCount {
+    Refused,
+    LastRefusedToken,
+    LastRefusedAt,
+    Accepted,
+    HighestAccepted,
+    LastAcceptedAt,
+}
+
+const REFUSAL_FOLDS: [Fold; 6] = {
+    use Fold::*;
+    [Sum, Last, Max, Sum, Max, Max]
+};
+
+/// Where a token is checked.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Checker {
+    FencedUpdate = 1,
+    FencedUpdateStrict,
+    EnforceFence,
+    FenceCheck,
+    FenceCheckStrict,
+}
+
+impl Checker {
+    const ALL: [Checker; 5] = [
+        Checker::FencedUpdate,
+        Checker::FencedUpdateStrict,
+        Checker::EnforceFence,
+        Checker::FenceCheck,
+        Checker::FenceCheckStrict,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Checker::FencedUpdate => "fenced_update",
+            Checker::FencedUpdateStrict => "fenced_update_strict",
+            Checker::EnforceFence => "enforce_fence",
+            Checker::FenceCheck => "fence_check",
+            Checker::FenceCheckStrict => "fence_check_strict",
+        }
+    }
+}
+
+/// The namespace table's rows of one database: a namespace's, or the database's own (tokens
+/// drawn for no key, failover skips, advances).
+const NAMESPACE_ROW: u32 = 1;
+const DATABASE_ROW: u32 = 2;
+
+fn database() -> u32 {
+    unsafe { pg_sys::MyDatabaseId }.to_u32()
+}
+
+/// Counts not yet folded into shared memory: per table and entry key, the values and which
+/// counters were touched.
+struct Pending {
+    namespaces: bool,
+    key: EntryKey,
+    values: [i64; COUNTERS],
+    touched: u32,
+}
+
+thread_local! {
+    static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) };
+    /// The shared entry of each key this backend has counted (entries live until the server
+    /// stops, so this never goes stale).
+    static ENTRIES: RefCell<HashMap<(bool, EntryKey), usize>> = RefCell::new(HashMap::new());
+}
+
+/// Counting is on, and there is shared memory to count into.
+fn counting() -> bool {
+    settings::track() && NAMESPACES.table().is_some()
+}
+
+fn count_into(namespaces: bool, key: EntryKey, number: usize, value: i64) {
+    let folds: &[Fold] = match namespaces {
+        true => &NAMESPACE_FOLDS,
+        false => &REFUSAL_FOLDS,
+    };
+    PENDING.with_borrow_mut(|pending| {
+        let at = match pending
+            .iter()
+            .position(|p| p.namespaces == namespaces && p.key == key)
+        {
+            Some(at) => at,
+            None => {
+                pending.push(Pending {
+                    namespaces,
+                    key,
+                    values: [0; COUNTERS],
+                    touched: 0,
+                });
+                pending.len() - 1
+            }
+        };
+        let entry = &mut pending[at];
+        let slot = &mut entry.values[number];
+        *slot = match folds[number] {
+            Fold::Sum => *slot + value,
+            Fold::Max if entry.touched & (1 << number) != 0 => (*slot).max(value),
+            Fold::Max | Fold::Last => value,
+        };
+        entry.touched |= 1 << number;
+    });
+}
+
+/// Adds `value` to `count` of namespace `ns` (folded as the counter folds).
+pub fn count(ns: i32, count: Count, value: i64) {
+    if counting() {
+        count_into(
+            true,
+            [database(), ns as u32, NAMESPACE_ROW],
+            count as usize,
+            value,
+        );
+    }
+}
+
+/// One more of `count` for the key's namespace.
+pub fn one(key: LockKey, what: Count) {
+    count(key.ns, what, 1);
+}
+
+/// The same for the database's own row.
+pub fn count_database(count: Count, value: i64) {
+    if counting() {
+        count_into(true, [database(), 0, DATABASE_ROW], count as usize, value);
+    }
+}
+
+/// A failover skip of `skip` numbers, now, on this timeline.
+pub fn failover_skipped() {
+    count_database(Count::FailoverSkips, 1);
+    let timeline = unsafe { pg_sys::GetWALInsertionTimeLine() };
+    count_database(Count::LastSkipTimeline, i64::from(timeline));
+    count_database(Count::LastSkipAt, unsafe { pg_sys::GetCurrentTimestamp() });
+}
+
+/// A token `check` accepted at `relation`.
+pub fn accepted(check: Checker, relation: pg_sys::Oid, token: i64) {
+    if counting() {
+        let key = [database(), relation.to_u32(), check as u32];
+        count_into(false, key, RefusalCount::Accepted as usize, 1);
+        count_into(false, key, RefusalCount::HighestAccepted as usize, token);
+        let now = unsafe { pg_sys::GetCurrentTimestamp() };
+        count_into(false, key, RefusalCount::LastAcceptedAt as usize, now);
+    }
+}
+
+/// A stale token `check` refused at `relation`: counted, and logged (fenced_lock.log_refusals)
+/// at most once a second per table and check across the server, with how many refusals the
+/// line stands for.
+pub fn refused(check: Checker, relation: pg_sys::Oid, stale: &StaleToken) {
+    let now = unsafe { pg_sys::GetCurrentTimestamp() };
+    let key = [database(), relation.to_u32(), check as u32];
+    if counting() {
+        count_into(false, key, RefusalCount::Refused as usize, 1);
+        let offered = stale.offered.unwrap_or(0);
+        count_into(false, key, RefusalCount::LastRefusedToken as usize, offered);
+        count_into(false, key, RefusalCount::LastRefusedAt as usize, now);
+    }
+    if !settings::log_refusals() {
+        return;
+    }
+    // Without shared memory there is nothing to limit the rate with: every refusal is a line.
+    let unlogged = match REFUSALS.table() {
+        None => 0,
+        Some(table) => {
+            let entry = table.entry(entry_of(false, key));
+            let last = entry.logged_at.load(Ordering::Relaxed);
+            let due = now - last >= LOG_INTERVAL_MICROS;
+            if !due
+                || entry
+                    .logged_at
+                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+            {
+                entry.unlogged.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            entry.unlogged.swap(0, Ordering::Relaxed)
+        }
+    };
+    let offered = stale
+        .offered
+        .map_or("NULL".into(), |token| token.to_string());
+    let mut message = format!(
+        "fenced_lock: {} refused stale fencing token {offered} for {}: token {} was already \
+         accepted",
+        check.name(),
+        stale.resource,
+        stale.accepted
+    );
+    if unlogged > 0 {
+        message.push_str(&format!(
+            " ({unlogged} more refusals by {} on this table since the last such line)",
+            check.name()
+        ));
+    }
+    // LOG returns: no longjmp crosses the caller's frames.
+    ereport!(
+        PgLogLevel::LOG,
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        message
+    );
+}
+
+/// The refusal log writes at most one line per table and check this often.
+const LOG_INTERVAL_MICROS: i64 = 1_000_000;
+
+/// The index of `key`'s shared entry (claimed on first use).
+fn entry_of(namespaces: bool, key: EntryKey) -> usize {
+    let place: &Place = match namespaces {
+        true => &NAMESPACES,
+        false => &REFUSALS,
+    };
+    ENTRIES.with_borrow_mut(|entries| {
+        *entries.entry((namespaces, key)).or_insert_with(|| {
+            place
+                .table()
+                .expect("counted only with shared memory")
+                .index_of(key)
+        })
+    })
+}
+
+/// Folds this backend's counts into shared memory (at every transaction's end).
+fn fold_pending() {
+    let pending = PENDING.with_borrow_mut(std::mem::take);
+    for Pending {
+        namespaces,
+        key,
+        values,
+        touched,
+    } in pending
+    {
+        let (place, folds): (&Place, &[Fold]) = match namespaces {
+            true => (&NAMESPACES, &NAMESPACE_FOLDS),
+            false => (&REFUSALS, &REFUSAL_FOLDS),
+        };
+        if let Some(table) = place.table() {
+            table.fold(entry_of(namespaces, key), folds, &values, touched);
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn on_transaction_end(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut std::ffi::c_void,
+) {
+    use pg_sys::XactEvent::*;
+    if matches!(
+        event,
+        XACT_EVENT_COMMIT
+            | XACT_EVENT_ABORT
+            | XACT_EVENT_PREPARE
+            | XACT_EVENT_PARALLEL_COMMIT
+            | XACT_EVENT_PARALLEL_ABORT
+    ) {
+        fold_pending();
+    }
+}
+
+pub fn register_callback() {
+    unsafe { pg_sys::RegisterXactCallback(Some(on_transaction_end), std::ptr::null_mut()) };
+}
+
+/// Both tables, or 55000 when fenced_lock was not preloaded.
+fn tables(view: &'static str) -> (&'static shared::Table, &'static shared::Table) {
+    match (NAMESPACES.table(), REFUSALS.table()) {
+        (Some(namespaces), Some(refusals)) => (namespaces, refusals),
+        _ => FencedError::NotPreloaded { view }.raise(),
+    }
+}
+
+/// Whether the caller sees every database's rows (superuser, pg_read_all_stats or the
+/// extension's owner), or only its own database's.
+fn sees_every_database() -> bool {
+    unsafe {
+        let user = pg_sys::GetUserId();
+        let owner = Spi::get_one::<pg_sys::Oid>(
+            "SELECT extowner FROM pg_catalog.pg_extension WHERE extname = 'fenced_lock'",
+        )
+        .ok()
+        .flatten();
+        pg_sys::superuser()
+            || pg_sys::has_privs_of_role(user, pg_sys::Oid::from(pg_sys::ROLE_PG_READ_ALL_STATS))
+            || owner.is_some_and(|owner| pg_sys::has_privs_of_role(user, owner))
+    }
+}
+
+/// The rows the caller may see of `table`: (database, object, detail, counters), "other"
+/// only to those who see every database.
+fn visible_rows(table: &shared::Table, width: usize) -> Vec<(EntryKey, Vec<i64>)> {
+    let every = sees_every_database();
+    let own = database();
+    table
+        .claimed()
+        .filter(|(key, _)| every || key[0] == own)
+        .map(|(key, entry)| {
+            let counters = entry.counters[..width]
+                .iter()
+                .map(|counter| counter.load(Ordering::Relaxed))
+                .collect();
+            (key, counters)
+        })
+        .collect()
+}
+
+fn timestamp(micros: i64) -> Option<TimestampWithTimeZone> {
+    unsafe { TimestampWithTimeZone::from_datum(pg_sys::Datum::from(micros), false) }
+}
+
+/// fenced_lock_stats' rows: database (NULL for "other"), namespace (NULL for the database's
+/// own row and "other"), the counters in `Count`'s order, and when they were last reset.
+#[allow(clippy::type_complexity)] // pgrx needs table rows spelled out
+#[pg_extern(volatile, parallel_restricted)]
+fn fenced_lock_stats_rows() -> TableIterator<
+    'static,
+    (
+        name!(dbid, Option<pg_sys::Oid>),
+        name!(ns, Option<i32>),
+        name!(counters, Vec<i64>),
+        name!(stats_reset, Option<TimestampWithTimeZone>),
+    ),
+> {
+    let (namespaces, _) = tables("fenced_lock_stats");
+    let reset = timestamp(namespaces.reset_at());
+    let rows = visible_rows(namespaces, COUNTERS).into_iter().map(
+        move |([database, object, detail], counters)| {
+            let dbid = (database != 0).then(|| pg_sys::Oid::from(database));
+            let ns = (detail == NAMESPACE_ROW).then_some(object as i32);
+            (dbid, ns, counters, reset)
+        },
+    );
+    TableIterator::new(rows.collect::<Vec<_>>())
+}
+
+/// fenced_lock_refusals' rows: database and table (NULL for "other"), check, the counters in
+/// `RefusalCount`'s order, and when they were last reset.
+#[allow(clippy::type_complexity)] // pgrx needs table rows spelled out
+#[pg_extern(volatile, parallel_restricted)]
+fn fenced_lock_refusal_rows() -> TableIterator<
+    'static,
+    (
+        name!(dbid, Option<pg_sys::Oid>),
+        name!(relid, Option<pg_sys::Oid>),
+        name!(check_name, Option<String>),
+        name!(counters, Vec<i64>),
+        name!(stats_reset, Option<TimestampWithTimeZone>),
+    ),
+> {
+    let (_, refusals) = tables("fenced_lock_refusals");
+    let reset = timestamp(refusals.reset_at());
+    let rows = visible_rows(refusals, REFUSAL_FOLDS.len()).into_iter().map(
+        move |([database, relation, check], counters)| {
+            let check = Checker::ALL.into_iter().find(|c| *c as u32 == check);
+            (
+                (database != 0).then(|| pg_sys::Oid::from(database)),
+                (relation != 0).then(|| pg_sys::Oid::from(relation)),
+                check.map(|check| check.name().to_string()),
+                counters,
+                reset,
+            )
+        },
+    );
+    TableIterator::new(rows.collect::<Vec<_>>())
+}
+
+/// Zeroes every counter of both views, in every database; when. For the extension's owner
+/// (EXECUTE is revoked from PUBLIC; it can be granted).
+#[pg_extern(volatile, parallel_unsafe)]
+fn fenced_lock_stats_reset() -> Option<TimestampWithTimeZone> {
+    let (namespaces, refusals) = tables("fenced_lock_stats");
+    // This backend's own counts so far go with the rest.
+    PENDING.with_borrow_mut(Vec::clear);
+    let now = unsafe { pg_sys::GetCurrentTimestamp() };
+    namespaces.reset(now);
+    refusals.reset(now);
+    timestamp(now)
+}
