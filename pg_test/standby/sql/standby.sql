@@ -44,6 +44,14 @@ SELECT fenced_lock_grants_available() AS preloaded;
 SELECT pg_catalog.pg_advisory_lock(9401, 1);
 SELECT ns, id, granted, token, scope, acquired_at FROM fenced_locks;
 SELECT pg_catalog.pg_advisory_unlock(9401, 1);
+-- The counters live in shared memory: without preloading their views say so (55000), rather
+-- than show no rows or zeros that would read as "nothing happened".
+SELECT * FROM fenced_lock_stats;
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM fenced_lock_refusals;
+\echo :LAST_ERROR_SQLSTATE
+SELECT fenced_lock_stats_reset();
+\echo :LAST_ERROR_SQLSTATE
 
 -- Registering a namespace is a write: PostgreSQL's own 25006, as for any write here (review of
 -- 0.2.0, item 16: it raised XX000, "cannot assign TransactionIds during recovery").
