@@ -7,11 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # PG selects the major (scripts/pg-config.sh): 15 runs every suite below; 16 and 18 run
-# pg_regress, the isolation specs, the upgrade chain and the standby suite. SQL_SUITES
+# pg_regress, the isolation specs, the upgrade chain, the monitoring suite and the standby
+# suite. SQL_SUITES
 # limits the run to some of them ("regress upgrade": the package test), SQL_TESTS_ROOT and
 # SUITE_SUFFIX give that run its own directory and summary names.
 PG=${PG:-15}
-SQL_SUITES=${SQL_SUITES:-regress isolation collation upgrade readme drivers standby}
+SQL_SUITES=${SQL_SUITES:-regress isolation collation upgrade readme drivers monitoring standby}
 PG_CONFIG=$(scripts/pg-config.sh "$PG")
 export PG_BIN PGXS
 PG_BIN=$("$PG_CONFIG" --bindir)
@@ -106,6 +107,12 @@ fi
 # its controls (its own summary line).
 if [ "$PG" = 15 ] && wanted drivers; then
     pg_test/drivers/run.sh "$host" "$PRIMARY" || status=1
+fi
+
+# The counters as a DBA sees them: Debian's Prometheus exporter with contrib/'s queries, the
+# log, wait events, restarts (a server of its own; its own summary line).
+if wanted monitoring; then
+    pg_test/monitoring/run.py "$ROOT/monitoring" || status=1
 fi
 
 # Hot standby: a database with the extension, replicated, then the standby suite against it.

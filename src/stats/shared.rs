@@ -198,8 +198,10 @@ const MAGIC: u32 = 0x464c_5301 + COUNTERS as u32;
 
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn write_file(code: i32, _arg: pg_sys::Datum) {
-    // Only at a clean shutdown: after a crash, shared memory is not to be trusted.
-    if code != 0 {
+    // Only at a clean shutdown: after a crash shared memory is not to be trusted, and after an
+    // immediate shutdown (which the postmaster ends with code 0 too) PostgreSQL's own
+    // statistics start from zero, as these do then.
+    if code != 0 || !shut_down_cleanly() {
         return;
     }
     let mut bytes = MAGIC.to_le_bytes().to_vec();
@@ -221,6 +223,19 @@ unsafe extern "C-unwind" fn write_file(code: i32, _arg: pg_sys::Datum) {
     if let Err(error) = written {
         pgrx::log!("fenced_lock: could not write {FILE}: {error}");
     }
+}
+
+/// Whether the control file says the server was shut down cleanly (its shutdown checkpoint
+/// written), as a primary or as a standby.
+fn shut_down_cleanly() -> bool {
+    pgrx::PgTryBuilder::new(|| unsafe {
+        let mut crc_ok = false;
+        let control = pg_sys::get_controlfile(pg_sys::DataDir, &mut crc_ok);
+        use pg_sys::DBState::{DB_SHUTDOWNED, DB_SHUTDOWNED_IN_RECOVERY};
+        crc_ok && matches!((*control).state, DB_SHUTDOWNED | DB_SHUTDOWNED_IN_RECOVERY)
+    })
+    .catch_others(|_| false)
+    .execute()
 }
 
 /// Reads back the file the last clean shutdown wrote, then removes it. A file that does not
