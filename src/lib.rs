@@ -34,7 +34,8 @@
 //!
 //! Beside `src/`: `sql/` (hand-written SQL; 0.1.0's install script as shipped; the upgrade
 //! scripts), `pg_test/` (pg_regress in `sql/` + `expected/`, isolation `specs/`, and the
-//! `collation/`, `standby/`, `upgrade/` and `drivers/` suites), `faults/` (the fault suite, a
+//! `collation/`, `standby/`, `upgrade/`, `drivers/` and `monitoring/` suites), `contrib/` (the
+//! Prometheus exporter's queries file), `faults/` (the fault suite, a
 //! crate of its own), `checker/` (the history checker of `make compare` and `make ha`, a
 //! crate of its own), `ha/` (the Patroni + etcd suite, `make ha`), `compare/` (Redis, Redlock,
 //! etcd and PostgreSQL by hand through the same faults, `make compare`), `bench/` (pgbench
