@@ -7,14 +7,16 @@
 # is counted in a file of its own), preloaded, on a socket of its own in build/profile; the
 # callgrind files stay there, for callgrind_annotate.
 #   scripts/profile.sh [WORKLOAD ...]   (default: floor bare_lock acquire_random
-#                                        raw_lease_cycle lease_cycle)
+#                                        acquire_random_untracked raw_lease_cycle lease_cycle)
+# A workload is a bench/ script, or NAME=SCRIPT:OPTIONS to run SCRIPT with PGOPTIONS=OPTIONS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FEW=${PROFILE_FEW:-500}
 MANY=${PROFILE_MANY:-1500}
 WORKLOADS=("$@")
-((${#WORKLOADS[@]})) || WORKLOADS=(floor bare_lock acquire_random raw_lease_cycle lease_cycle)
+((${#WORKLOADS[@]})) || WORKLOADS=(floor bare_lock acquire_random
+    acquire_random_untracked="acquire_random:-c fenced_lock.track=off" raw_lease_cycle lease_cycle)
 BIN=/usr/lib/postgresql/15/bin
 DIR=$PWD/build/profile
 command -v valgrind >/dev/null || { echo "profile: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
@@ -46,9 +48,10 @@ done
 # The instructions of the backend that ran N transactions of WORKLOAD: the largest of the
 # files written since (a backend writes its file when it exits).
 instructions() {
-    local workload=$1 n=$2 before file largest=0 total
+    local workload=${1%%=*} script=${1#*=} n=$2 before file largest=0 total options=
+    [[ $script == *:* ]] && options=${script#*:} script=${script%%:*}
     before=$(ls "$DIR/out")
-    "$BIN/pgbench" -n -M prepared -c 1 -t "$n" -f "bench/$workload.sql" "$URL" >/dev/null
+    PGOPTIONS=$options "$BIN/pgbench" -n -M prepared -c 1 -t "$n" -f "bench/$script.sql" "$URL" >/dev/null
     sleep 3
     for file in $(comm -13 <(sort <<<"$before") <(ls "$DIR/out" | sort)); do
         for _ in $(seq 30); do grep -q '^totals:' "$DIR/out/$file" && break; sleep 1; done
@@ -61,10 +64,16 @@ instructions() {
     echo "$largest"
 }
 
-printf '%-18s %14s\n' workload "instructions per transaction (callgrind, $((MANY - FEW)) transactions)"
+printf '%-26s %14s\n' workload "instructions per transaction (callgrind, $((MANY - FEW)) transactions)"
+declare -A per_transaction
 for workload in "${WORKLOADS[@]}"; do
     few=$(instructions "$workload" "$FEW")
     many=$(instructions "$workload" "$MANY")
-    printf '%-18s %14d\n' "$workload" $(((many - few) / (MANY - FEW)))
+    per_transaction[${workload%%=*}]=$(((many - few) / (MANY - FEW)))
+    printf '%-26s %14d\n' "${workload%%=*}" "${per_transaction[${workload%%=*}]}"
 done
+if [ -n "${per_transaction[acquire_random]:-}" ] && [ -n "${per_transaction[acquire_random_untracked]:-}" ]; then
+    awk -v on="${per_transaction[acquire_random]}" -v off="${per_transaction[acquire_random_untracked]}" \
+        'BEGIN { printf "counting (fenced_lock.track) costs acquire_fenced %d instructions per transaction: %.2f%% (goal: at most 1%%)\n", on - off, (on - off) * 100 / off }'
+fi
 echo "callgrind files: $DIR/WORKLOAD.$MANY.callgrind (callgrind_annotate --inclusive=yes)"

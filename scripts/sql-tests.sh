@@ -44,8 +44,11 @@ SETTINGS=(-c max_locks_per_transaction=32 -c max_connections=30 -c max_prepared_
 # reach); the standby does not, which the standby suite uses to check the fallback. The
 # primary runs with RUST_BACKTRACE=1 in its environment: no error of fenced_lock may carry a
 # Rust backtrace (error_fields.sql checks the fields clients see).
+# Room in the counter tables for every table and namespace the suites count (the upgrade chain
+# runs pg_regress in three more databases): pg_test/sql/stats.sql reads its own rows.
 RUST_BACKTRACE=1 scripts/pg.sh start "$PRIMARY" "${SETTINGS[@]}" \
-    -c shared_preload_libraries=fenced_lock -c fenced_lock.max_grants=64
+    -c shared_preload_libraries=fenced_lock -c fenced_lock.max_grants=64 \
+    -c fenced_lock.stats_max_tables=4096 -c fenced_lock.stats_max_namespaces=4096
 host=$(scripts/pg.sh socket "$PRIMARY")
 
 status=0

@@ -381,13 +381,9 @@ SELECT s.dbid,
        s.counters[17] AS force_released,
        s.counters[18] AS failover_skips,
        NULLIF(s.counters[19], 0) AS last_failover_skip_timeline,
-       CASE WHEN s.counters[20] <> 0
-            THEN '2000-01-01 00:00:00+00'::timestamptz + s.counters[20] * '1 microsecond'::interval
-       END AS last_failover_skip_at,
+       s.times[1] AS last_failover_skip_at,
        s.counters[21] AS token_advances,
-       CASE WHEN s.counters[22] <> 0
-            THEN '2000-01-01 00:00:00+00'::timestamptz + s.counters[22] * '1 microsecond'::interval
-       END AS last_token_advance_at,
+       s.times[2] AS last_token_advance_at,
        s.stats_reset
   FROM @extschema@.fenced_lock_stats_rows() s
   LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid
@@ -417,14 +413,10 @@ SELECT s.dbid,
        s.check_name AS checked_by,
        s.counters[1] AS refused,
        NULLIF(s.counters[2], 0) AS last_refused_token,
-       CASE WHEN s.counters[3] <> 0
-            THEN '2000-01-01 00:00:00+00'::timestamptz + s.counters[3] * '1 microsecond'::interval
-       END AS last_refused_at,
+       s.times[1] AS last_refused_at,
        s.counters[4] AS accepted,
        NULLIF(s.counters[5], 0) AS highest_accepted_token,
-       CASE WHEN s.counters[6] <> 0
-            THEN '2000-01-01 00:00:00+00'::timestamptz + s.counters[6] * '1 microsecond'::interval
-       END AS last_accepted_at,
+       s.times[2] AS last_accepted_at,
        s.stats_reset
   FROM @extschema@.fenced_lock_refusal_rows() s
   LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid

@@ -10,6 +10,7 @@ server of its own (fenced_lock preloaded) in directory argv[1].
 - A waiting lease acquire's wait event in pg_stat_activity: FencedLockLease on PostgreSQL 17
   and later, Extension before.
 - The counters survive a clean restart and start from zero after a crash.
+- Namespaces past fenced_lock.stats_max_namespaces count in the "other" row.
 
 PG_BIN (the major's bin directory) and SUITE_SUFFIX come from scripts/sql-tests.sh. Prints
 each check and "monitoring: N passed, M failed".
@@ -28,6 +29,8 @@ SERVER = os.path.join(ROOT, "server")
 QUERIES = os.path.abspath("contrib/prometheus-postgres-exporter/queries.yaml")
 EXPORTER = "prometheus-postgres-exporter"
 DATABASE, OTHER = "fenced_lock_monitoring", "fenced_lock_monitoring_other"
+# A small namespace table, so that its "other" row is reached.
+SETTINGS = ["-c", "shared_preload_libraries=fenced_lock", "-c", "fenced_lock.stats_max_namespaces=8"]
 SUFFIX = os.environ.get("SUITE_SUFFIX", "")
 results = {"passed": 0, "failed": 0}
 
@@ -99,7 +102,7 @@ def main():
     os.makedirs(ROOT, exist_ok=True)
     pg("stop", SERVER)
     subprocess.run(["rm", "-rf", SERVER], check=True)
-    pg("start", SERVER, "-c", "shared_preload_libraries=fenced_lock")
+    pg("start", SERVER, *SETTINGS)
     exporter = None
     try:
         for database in (DATABASE, OTHER):
@@ -195,12 +198,22 @@ def main():
         psql(f"SELECT release_lease(5001, 9, {token})")
         check("the waiter gets the released lease", waiter.communicate(timeout=30)[0].strip() == "t")
 
+        # Ten more namespaces: the table fills up at 8 rows, and the rest count in "other",
+        # nothing lost.
+        psql("BEGIN; SELECT acquire_fenced(ns, 1) FROM generate_series(6001, 6010) ns; COMMIT;")
+        rows = psql("SELECT count(*) FILTER (WHERE dbid IS NOT NULL), "
+                    "sum(acquired_immediately) FILTER (WHERE dbid IS NULL), "
+                    "sum(acquired_immediately) FILTER (WHERE ns BETWEEN 6001 AND 6010 "
+                    "OR dbid IS NULL) FROM fenced_lock_stats")
+        check("namespaces past stats_max_namespaces count in the \"other\" row",
+              rows[0][0] == "8" and int(rows[0][1]) > 0 and rows[0][2] == "10", rows)
+
         # Across a clean restart, and not across a crash.
         def refused():
             rows = psql("SELECT refused FROM fenced_lock_refusals WHERE relation = 'jobs'::regclass")
             return int(rows[0][0]) if rows else None
         pg("stop", SERVER)
-        pg("start", SERVER, "-c", "shared_preload_libraries=fenced_lock")
+        pg("start", SERVER, *SETTINGS)
         rows = psql("SELECT acquired_immediately FROM fenced_lock_stats WHERE ns = 5001 "
                     f"AND database = '{DATABASE}'")
         check("the counters survive a clean restart", rows == [["3"]] and refused() == 1,
@@ -215,7 +228,7 @@ def main():
             time.sleep(0.2)
         check("the exporter scrapes them after the restart", scraped == 1, f"got {scraped}")
         pg("crash", SERVER)
-        pg("start", SERVER, "-c", "shared_preload_libraries=fenced_lock")
+        pg("start", SERVER, *SETTINGS)
         rows = psql("SELECT count(*) FROM fenced_lock_stats WHERE dbid IS NOT NULL")
         check("a crash starts them from zero", rows == [["0"]] and refused() is None,
               f"{rows} {refused()}")

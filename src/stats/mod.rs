@@ -17,7 +17,6 @@ use pgrx::prelude::*;
 pub use shared::STATS_PART;
 use shared::{EntryKey, Place, NAMESPACES, REFUSALS};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 /// Counters per entry (the namespace table's; the refusal table uses the first few).
@@ -123,20 +122,55 @@ fn database() -> u32 {
     unsafe { pg_sys::MyDatabaseId }.to_u32()
 }
 
-/// Counts not yet folded into shared memory: per table and entry key, the values and which
-/// counters were touched.
-struct Pending {
+/// One key this backend has counted: its shared entry (found once: entries live until the
+/// server stops), and the counts not yet folded into it, with the counters they touched.
+struct Counted {
     namespaces: bool,
     key: EntryKey,
+    entry: usize,
     values: [i64; COUNTERS],
     touched: u32,
 }
 
+/// Every key this backend has counted (kept, so that a key costs one search of the shared
+/// table per backend), which of them have counts to fold, and the last one counted (most
+/// calls count the same key as the call before).
+#[derive(Default)]
+struct Backend {
+    counted: Vec<Counted>,
+    to_fold: Vec<usize>,
+    last: usize,
+}
+
+impl Backend {
+    /// The position of `key` in `counted`, added (its shared entry found) when new.
+    fn position(&mut self, namespaces: bool, key: EntryKey) -> usize {
+        let matches = |counted: &Counted| counted.namespaces == namespaces && counted.key == key;
+        if self.counted.get(self.last).is_some_and(matches) {
+            return self.last;
+        }
+        let at = self.counted.iter().position(matches).unwrap_or_else(|| {
+            let place: &Place = match namespaces {
+                true => &NAMESPACES,
+                false => &REFUSALS,
+            };
+            let table = place.table().expect("counted only with shared memory");
+            self.counted.push(Counted {
+                namespaces,
+                key,
+                entry: table.index_of(key),
+                values: [0; COUNTERS],
+                touched: 0,
+            });
+            self.counted.len() - 1
+        });
+        self.last = at;
+        at
+    }
+}
+
 thread_local! {
-    static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) };
-    /// The shared entry of each key this backend has counted (entries live until the server
-    /// stops, so this never goes stale).
-    static ENTRIES: RefCell<HashMap<(bool, EntryKey), usize>> = RefCell::new(HashMap::new());
+    static BACKEND: RefCell<Backend> = RefCell::new(Backend::default());
 }
 
 /// Counting is on, and there is shared memory to count into.
@@ -149,30 +183,19 @@ fn count_into(namespaces: bool, key: EntryKey, number: usize, value: i64) {
         true => &NAMESPACE_FOLDS,
         false => &REFUSAL_FOLDS,
     };
-    PENDING.with_borrow_mut(|pending| {
-        let at = match pending
-            .iter()
-            .position(|p| p.namespaces == namespaces && p.key == key)
-        {
-            Some(at) => at,
-            None => {
-                pending.push(Pending {
-                    namespaces,
-                    key,
-                    values: [0; COUNTERS],
-                    touched: 0,
-                });
-                pending.len() - 1
-            }
-        };
-        let entry = &mut pending[at];
-        let slot = &mut entry.values[number];
+    BACKEND.with_borrow_mut(|backend| {
+        let at = backend.position(namespaces, key);
+        let counted = &mut backend.counted[at];
+        if counted.touched == 0 {
+            backend.to_fold.push(at);
+        }
+        let slot = &mut counted.values[number];
         *slot = match folds[number] {
             Fold::Sum => *slot + value,
-            Fold::Max if entry.touched & (1 << number) != 0 => (*slot).max(value),
+            Fold::Max if counted.touched & (1 << number) != 0 => (*slot).max(value),
             Fold::Max | Fold::Last => value,
         };
-        entry.touched |= 1 << number;
+        counted.touched |= 1 << number;
     });
 }
 
@@ -280,40 +303,36 @@ pub fn refused(check: Checker, relation: pg_sys::Oid, stale: &StaleToken) {
 /// The refusal log writes at most one line per table and check this often.
 const LOG_INTERVAL_MICROS: i64 = 1_000_000;
 
-/// The index of `key`'s shared entry (claimed on first use).
+/// The index of `key`'s shared entry.
 fn entry_of(namespaces: bool, key: EntryKey) -> usize {
-    let place: &Place = match namespaces {
-        true => &NAMESPACES,
-        false => &REFUSALS,
-    };
-    ENTRIES.with_borrow_mut(|entries| {
-        *entries.entry((namespaces, key)).or_insert_with(|| {
-            place
-                .table()
-                .expect("counted only with shared memory")
-                .index_of(key)
-        })
+    BACKEND.with_borrow_mut(|backend| {
+        let at = backend.position(namespaces, key);
+        backend.counted[at].entry
     })
 }
 
 /// Folds this backend's counts into shared memory (at every transaction's end).
 fn fold_pending() {
-    let pending = PENDING.with_borrow_mut(std::mem::take);
-    for Pending {
-        namespaces,
-        key,
-        values,
-        touched,
-    } in pending
-    {
-        let (place, folds): (&Place, &[Fold]) = match namespaces {
+    take_pending(|counted| {
+        let (place, folds): (&Place, &[Fold]) = match counted.namespaces {
             true => (&NAMESPACES, &NAMESPACE_FOLDS),
             false => (&REFUSALS, &REFUSAL_FOLDS),
         };
         if let Some(table) = place.table() {
-            table.fold(entry_of(namespaces, key), folds, &values, touched);
+            table.fold(counted.entry, folds, &counted.values, counted.touched);
         }
-    }
+    });
+}
+
+/// Hands each key's counts not yet folded to `with`, then zeroes them.
+fn take_pending(mut with: impl FnMut(&Counted)) {
+    BACKEND.with_borrow_mut(|backend| {
+        for at in backend.to_fold.drain(..) {
+            let counted = &mut backend.counted[at];
+            with(counted);
+            (counted.values, counted.touched) = ([0; COUNTERS], 0);
+        }
+    });
 }
 
 #[pg_guard]
@@ -362,20 +381,33 @@ fn sees_every_database() -> bool {
     }
 }
 
-/// The rows the caller may see of `table`: (database, object, detail, counters), "other"
-/// only to those who see every database.
-fn visible_rows(table: &shared::Table, width: usize) -> Vec<(EntryKey, Vec<i64>)> {
+/// The rows the caller may see of `table` ("other" only to those who see every database):
+/// (database, object, detail), the first `width` counters, and those of them at `times` as
+/// timestamps (NULL for never).
+fn visible_rows(
+    table: &shared::Table,
+    width: usize,
+    times: &[usize],
+) -> Vec<(EntryKey, Vec<i64>, Vec<Option<TimestampWithTimeZone>>)> {
     let every = sees_every_database();
     let own = database();
     table
         .claimed()
         .filter(|(key, _)| every || key[0] == own)
         .map(|(key, entry)| {
-            let counters = entry.counters[..width]
+            let counters: Vec<i64> = entry.counters[..width]
                 .iter()
                 .map(|counter| counter.load(Ordering::Relaxed))
                 .collect();
-            (key, counters)
+            let times = times
+                .iter()
+                .map(|&at| {
+                    (counters[at] != 0)
+                        .then(|| timestamp(counters[at]))
+                        .flatten()
+                })
+                .collect();
+            (key, counters, times)
         })
         .collect()
 }
@@ -385,7 +417,8 @@ fn timestamp(micros: i64) -> Option<TimestampWithTimeZone> {
 }
 
 /// fenced_lock_stats' rows: database (NULL for "other"), namespace (NULL for the database's
-/// own row and "other"), the counters in `Count`'s order, and when they were last reset.
+/// own row and "other"), the counters in `Count`'s order, the last failover skip's and
+/// advance's times, and when they were last reset.
 #[allow(clippy::type_complexity)] // pgrx needs table rows spelled out
 #[pg_extern(volatile, parallel_restricted)]
 fn fenced_lock_stats_rows() -> TableIterator<
@@ -394,23 +427,26 @@ fn fenced_lock_stats_rows() -> TableIterator<
         name!(dbid, Option<pg_sys::Oid>),
         name!(ns, Option<i32>),
         name!(counters, Vec<i64>),
+        name!(times, Vec<Option<TimestampWithTimeZone>>),
         name!(stats_reset, Option<TimestampWithTimeZone>),
     ),
 > {
     let (namespaces, _) = tables("fenced_lock_stats");
     let reset = timestamp(namespaces.reset_at());
-    let rows = visible_rows(namespaces, COUNTERS).into_iter().map(
-        move |([database, object, detail], counters)| {
+    let times = [Count::LastSkipAt as usize, Count::LastAdvanceAt as usize];
+    let rows = visible_rows(namespaces, COUNTERS, &times).into_iter().map(
+        move |([database, object, detail], counters, times)| {
             let dbid = (database != 0).then(|| pg_sys::Oid::from(database));
             let ns = (detail == NAMESPACE_ROW).then_some(object as i32);
-            (dbid, ns, counters, reset)
+            (dbid, ns, counters, times, reset)
         },
     );
     TableIterator::new(rows.collect::<Vec<_>>())
 }
 
 /// fenced_lock_refusals' rows: database and table (NULL for "other"), check, the counters in
-/// `RefusalCount`'s order, and when they were last reset.
+/// `RefusalCount`'s order, the last refusal's and acceptance's times, and when they were last
+/// reset.
 #[allow(clippy::type_complexity)] // pgrx needs table rows spelled out
 #[pg_extern(volatile, parallel_restricted)]
 fn fenced_lock_refusal_rows() -> TableIterator<
@@ -420,23 +456,29 @@ fn fenced_lock_refusal_rows() -> TableIterator<
         name!(relid, Option<pg_sys::Oid>),
         name!(check_name, Option<String>),
         name!(counters, Vec<i64>),
+        name!(times, Vec<Option<TimestampWithTimeZone>>),
         name!(stats_reset, Option<TimestampWithTimeZone>),
     ),
 > {
     let (_, refusals) = tables("fenced_lock_refusals");
     let reset = timestamp(refusals.reset_at());
-    let rows = visible_rows(refusals, REFUSAL_FOLDS.len()).into_iter().map(
-        move |([database, relation, check], counters)| {
+    let times = [
+        RefusalCount::LastRefusedAt as usize,
+        RefusalCount::LastAcceptedAt as usize,
+    ];
+    let rows = visible_rows(refusals, REFUSAL_FOLDS.len(), &times)
+        .into_iter()
+        .map(move |([database, relation, check], counters, times)| {
             let check = Checker::ALL.into_iter().find(|c| *c as u32 == check);
             (
                 (database != 0).then(|| pg_sys::Oid::from(database)),
                 (relation != 0).then(|| pg_sys::Oid::from(relation)),
                 check.map(|check| check.name().to_string()),
                 counters,
+                times,
                 reset,
             )
-        },
-    );
+        });
     TableIterator::new(rows.collect::<Vec<_>>())
 }
 
@@ -446,7 +488,7 @@ fn fenced_lock_refusal_rows() -> TableIterator<
 fn fenced_lock_stats_reset() -> Option<TimestampWithTimeZone> {
     let (namespaces, refusals) = tables("fenced_lock_stats");
     // This backend's own counts so far go with the rest.
-    PENDING.with_borrow_mut(Vec::clear);
+    take_pending(|_| {});
     let now = unsafe { pg_sys::GetCurrentTimestamp() };
     namespaces.reset(now);
     refusals.reset(now);
