@@ -383,6 +383,7 @@ SELECT s.dbid,
        NULLIF(s.counters[19], 0) AS last_failover_skip_timeline,
        s.times[1] AS last_failover_skip_at,
        s.counters[21] AS token_advances,
+       NULLIF(s.counters[22], 0) AS last_token_advance_timeline,
        s.times[2] AS last_token_advance_at,
        s.stats_reset
   FROM @extschema@.fenced_lock_stats_rows() s
@@ -415,7 +416,8 @@ SELECT s.dbid,
        NULLIF(s.counters[2], 0) AS last_refused_token,
        s.times[1] AS last_refused_at,
        s.counters[4] AS accepted,
-       NULLIF(s.counters[5], 0) AS highest_accepted_token,
+       NULLIF(s.counters[5], 0) AS last_accepted_token,
+       NULLIF(s.counters[6], 0) AS highest_accepted_token,
        s.times[2] AS last_accepted_at,
        s.stats_reset
   FROM @extschema@.fenced_lock_refusal_rows() s
@@ -430,8 +432,8 @@ GRANT SELECT ON fenced_lock_refusals TO PUBLIC;
 
 COMMENT ON VIEW fenced_lock_refusals IS
     'fenced_lock: fencing tokens checked per table and check since stats_reset (needs '
-    'preloading): stale tokens refused, the last one and when; tokens accepted, the highest and '
-    'when.';
+    'preloading): stale tokens refused, the last one and when; tokens accepted, the last, the '
+    'highest, and when.';
 
 COMMENT ON FUNCTION fenced_lock_stats_rows() IS
     'fenced_lock: the rows of fenced_lock_stats (counters in the view''s order).';

@@ -589,9 +589,6 @@ fn advance_fencing_tokens(fcinfo: pg_sys::FunctionCallInfo, past: Option<i64>) -
     refuse_on_hot_standby();
     refuse_in_parallel_mode("advance_fencing_tokens");
     let position = tokens::advance_past(fcinfo, past);
-    stats::count_database(Count::TokenAdvances, 1);
-    stats::count_database(Count::LastAdvanceAt, unsafe {
-        pg_sys::GetCurrentTimestamp()
-    });
+    stats::tokens_advanced();
     position
 }

@@ -101,7 +101,8 @@ UPDATE stats_guarded SET fence = 6;
 SELECT fence_check('stats://r', 10) AS accepted, fence_check('stats://r', 9) AS refused;
 SELECT fence_check_strict('stats://r', 8);
 \echo :LAST_ERROR_SQLSTATE
-SELECT relation, checked_by, refused, last_refused_token, accepted, highest_accepted_token,
+SELECT relation, checked_by, refused, last_refused_token, accepted, last_accepted_token,
+       highest_accepted_token,
        last_refused_at IS NOT DISTINCT FROM CASE WHEN refused > 0 THEN last_refused_at END
            AND (last_refused_at IS NULL OR last_refused_at >= now() - interval '1 minute')
            AS refused_at,

@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 
 /// Counters per entry (the namespace table's; the refusal table uses the first few).
-pub const COUNTERS: usize = 22;
+pub const COUNTERS: usize = 23;
 
 /// How a backend's count joins the shared one.
 #[derive(Clone, Copy)]
@@ -56,6 +56,7 @@ pub enum Count {
     LastSkipTimeline,
     LastSkipAt,
     TokenAdvances,
+    LastAdvanceTimeline,
     LastAdvanceAt,
 }
 
@@ -63,7 +64,7 @@ const NAMESPACE_FOLDS: [Fold; COUNTERS] = {
     use Fold::*;
     [
         Sum, Sum, Sum, Max, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum,
-        Last, Max, Sum, Max,
+        Last, Max, Sum, Last, Max,
     ]
 };
 
@@ -74,13 +75,14 @@ enum RefusalCount {
     LastRefusedToken,
     LastRefusedAt,
     Accepted,
+    LastAcceptedToken,
     HighestAccepted,
     LastAcceptedAt,
 }
 
-const REFUSAL_FOLDS: [Fold; 6] = {
+const REFUSAL_FOLDS: [Fold; 7] = {
     use Fold::*;
-    [Sum, Last, Max, Sum, Max, Max]
+    [Sum, Last, Max, Sum, Last, Max, Max]
 };
 
 /// Where a token is checked.
@@ -223,12 +225,30 @@ pub fn count_database(count: Count, value: i64) {
     }
 }
 
-/// A failover skip of `skip` numbers, now, on this timeline.
+/// A failover skip, now, on this timeline.
 pub fn failover_skipped() {
-    count_database(Count::FailoverSkips, 1);
-    let timeline = unsafe { pg_sys::GetWALInsertionTimeLine() };
-    count_database(Count::LastSkipTimeline, i64::from(timeline));
-    count_database(Count::LastSkipAt, unsafe { pg_sys::GetCurrentTimestamp() });
+    count_database_event(
+        Count::FailoverSkips,
+        Count::LastSkipTimeline,
+        Count::LastSkipAt,
+    );
+}
+
+/// An advance_fencing_tokens call, now, on this timeline.
+pub fn tokens_advanced() {
+    count_database_event(
+        Count::TokenAdvances,
+        Count::LastAdvanceTimeline,
+        Count::LastAdvanceAt,
+    );
+}
+
+/// One more `event`, with the timeline and time of the last.
+fn count_database_event(event: Count, timeline: Count, at: Count) {
+    count_database(event, 1);
+    let current = unsafe { pg_sys::GetWALInsertionTimeLine() };
+    count_database(timeline, i64::from(current));
+    count_database(at, unsafe { pg_sys::GetCurrentTimestamp() });
 }
 
 /// A token `check` accepted at `relation`.
@@ -236,6 +256,7 @@ pub fn accepted(check: Checker, relation: pg_sys::Oid, token: i64) {
     if counting() {
         let key = [database(), relation.to_u32(), check as u32];
         count_into(false, key, RefusalCount::Accepted as usize, 1);
+        count_into(false, key, RefusalCount::LastAcceptedToken as usize, token);
         count_into(false, key, RefusalCount::HighestAccepted as usize, token);
         let now = unsafe { pg_sys::GetCurrentTimestamp() };
         count_into(false, key, RefusalCount::LastAcceptedAt as usize, now);
