@@ -115,6 +115,29 @@ impl Checker {
     }
 }
 
+/// Which shared table a count goes to: its place and how its counters fold.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Namespaces,
+    Refusals,
+}
+
+impl Kind {
+    fn place(self) -> &'static Place {
+        match self {
+            Kind::Namespaces => &NAMESPACES,
+            Kind::Refusals => &REFUSALS,
+        }
+    }
+
+    fn folds(self) -> &'static [Fold] {
+        match self {
+            Kind::Namespaces => &NAMESPACE_FOLDS,
+            Kind::Refusals => &REFUSAL_FOLDS,
+        }
+    }
+}
+
 /// The namespace table's rows of one database: a namespace's, or the database's own (tokens
 /// drawn for no key, failover skips, advances).
 const NAMESPACE_ROW: u32 = 1;
@@ -127,7 +150,7 @@ fn database() -> u32 {
 /// One key this backend has counted: its shared entry (found once: entries live until the
 /// server stops), and the counts not yet folded into it, with the counters they touched.
 struct Counted {
-    namespaces: bool,
+    kind: Kind,
     key: EntryKey,
     entry: usize,
     values: [i64; COUNTERS],
@@ -146,19 +169,18 @@ struct Backend {
 
 impl Backend {
     /// The position of `key` in `counted`, added (its shared entry found) when new.
-    fn position(&mut self, namespaces: bool, key: EntryKey) -> usize {
-        let matches = |counted: &Counted| counted.namespaces == namespaces && counted.key == key;
+    fn position(&mut self, kind: Kind, key: EntryKey) -> usize {
+        let matches = |counted: &Counted| counted.kind == kind && counted.key == key;
         if self.counted.get(self.last).is_some_and(matches) {
             return self.last;
         }
         let at = self.counted.iter().position(matches).unwrap_or_else(|| {
-            let place: &Place = match namespaces {
-                true => &NAMESPACES,
-                false => &REFUSALS,
-            };
-            let table = place.table().expect("counted only with shared memory");
+            let table = kind
+                .place()
+                .table()
+                .expect("counted only with shared memory");
             self.counted.push(Counted {
-                namespaces,
+                kind,
                 key,
                 entry: table.index_of(key),
                 values: [0; COUNTERS],
@@ -180,19 +202,15 @@ fn counting() -> bool {
     settings::track() && NAMESPACES.table().is_some()
 }
 
-fn count_into(namespaces: bool, key: EntryKey, number: usize, value: i64) {
-    let folds: &[Fold] = match namespaces {
-        true => &NAMESPACE_FOLDS,
-        false => &REFUSAL_FOLDS,
-    };
+fn count_into(kind: Kind, key: EntryKey, number: usize, value: i64) {
     BACKEND.with_borrow_mut(|backend| {
-        let at = backend.position(namespaces, key);
+        let at = backend.position(kind, key);
         let counted = &mut backend.counted[at];
         if counted.touched == 0 {
             backend.to_fold.push(at);
         }
         let slot = &mut counted.values[number];
-        *slot = match folds[number] {
+        *slot = match kind.folds()[number] {
             Fold::Sum => *slot + value,
             Fold::Max if counted.touched & (1 << number) != 0 => (*slot).max(value),
             Fold::Max | Fold::Last => value,
@@ -205,7 +223,7 @@ fn count_into(namespaces: bool, key: EntryKey, number: usize, value: i64) {
 pub fn count(ns: i32, count: Count, value: i64) {
     if counting() {
         count_into(
-            true,
+            Kind::Namespaces,
             [database(), ns as u32, NAMESPACE_ROW],
             count as usize,
             value,
@@ -221,7 +239,12 @@ pub fn one(key: LockKey, what: Count) {
 /// The same for the database's own row.
 pub fn count_database(count: Count, value: i64) {
     if counting() {
-        count_into(true, [database(), 0, DATABASE_ROW], count as usize, value);
+        count_into(
+            Kind::Namespaces,
+            [database(), 0, DATABASE_ROW],
+            count as usize,
+            value,
+        );
     }
 }
 
@@ -255,11 +278,26 @@ fn count_database_event(event: Count, timeline: Count, at: Count) {
 pub fn accepted(check: Checker, relation: pg_sys::Oid, token: i64) {
     if counting() {
         let key = [database(), relation.to_u32(), check as u32];
-        count_into(false, key, RefusalCount::Accepted as usize, 1);
-        count_into(false, key, RefusalCount::LastAcceptedToken as usize, token);
-        count_into(false, key, RefusalCount::HighestAccepted as usize, token);
+        count_into(Kind::Refusals, key, RefusalCount::Accepted as usize, 1);
+        count_into(
+            Kind::Refusals,
+            key,
+            RefusalCount::LastAcceptedToken as usize,
+            token,
+        );
+        count_into(
+            Kind::Refusals,
+            key,
+            RefusalCount::HighestAccepted as usize,
+            token,
+        );
         let now = unsafe { pg_sys::GetCurrentTimestamp() };
-        count_into(false, key, RefusalCount::LastAcceptedAt as usize, now);
+        count_into(
+            Kind::Refusals,
+            key,
+            RefusalCount::LastAcceptedAt as usize,
+            now,
+        );
     }
 }
 
@@ -270,10 +308,20 @@ pub fn refused(check: Checker, relation: pg_sys::Oid, stale: &StaleToken) {
     let now = unsafe { pg_sys::GetCurrentTimestamp() };
     let key = [database(), relation.to_u32(), check as u32];
     if counting() {
-        count_into(false, key, RefusalCount::Refused as usize, 1);
+        count_into(Kind::Refusals, key, RefusalCount::Refused as usize, 1);
         let offered = stale.offered.unwrap_or(0);
-        count_into(false, key, RefusalCount::LastRefusedToken as usize, offered);
-        count_into(false, key, RefusalCount::LastRefusedAt as usize, now);
+        count_into(
+            Kind::Refusals,
+            key,
+            RefusalCount::LastRefusedToken as usize,
+            offered,
+        );
+        count_into(
+            Kind::Refusals,
+            key,
+            RefusalCount::LastRefusedAt as usize,
+            now,
+        );
     }
     if !settings::log_refusals() {
         return;
@@ -282,7 +330,7 @@ pub fn refused(check: Checker, relation: pg_sys::Oid, stale: &StaleToken) {
     let unlogged = match REFUSALS.table() {
         None => 0,
         Some(table) => {
-            let entry = table.entry(entry_of(false, key));
+            let entry = table.entry(entry_of(Kind::Refusals, key));
             let last = entry.logged_at.load(Ordering::Relaxed);
             let due = now - last >= LOG_INTERVAL_MICROS;
             if !due
@@ -325,9 +373,9 @@ pub fn refused(check: Checker, relation: pg_sys::Oid, stale: &StaleToken) {
 const LOG_INTERVAL_MICROS: i64 = 1_000_000;
 
 /// The index of `key`'s shared entry.
-fn entry_of(namespaces: bool, key: EntryKey) -> usize {
+fn entry_of(kind: Kind, key: EntryKey) -> usize {
     BACKEND.with_borrow_mut(|backend| {
-        let at = backend.position(namespaces, key);
+        let at = backend.position(kind, key);
         backend.counted[at].entry
     })
 }
@@ -335,12 +383,13 @@ fn entry_of(namespaces: bool, key: EntryKey) -> usize {
 /// Folds this backend's counts into shared memory (at every transaction's end).
 fn fold_pending() {
     take_pending(|counted| {
-        let (place, folds): (&Place, &[Fold]) = match counted.namespaces {
-            true => (&NAMESPACES, &NAMESPACE_FOLDS),
-            false => (&REFUSALS, &REFUSAL_FOLDS),
-        };
-        if let Some(table) = place.table() {
-            table.fold(counted.entry, folds, &counted.values, counted.touched);
+        if let Some(table) = counted.kind.place().table() {
+            table.fold(
+                counted.entry,
+                counted.kind.folds(),
+                &counted.values,
+                counted.touched,
+            );
         }
     });
 }
