@@ -194,3 +194,807 @@ COMMENT ON FUNCTION fenced_lock_stats_reset() IS
     'database; returns when. Only for the extension''s owner, who may grant it.';
 -- Zeroing every database's counters is the owner's decision (as pg_stat_statements_reset is).
 REVOKE EXECUTE ON FUNCTION fenced_lock_stats_reset() FROM PUBLIC;
+
+-- Shared locks (acquire_fenced_shared and its session forms) and fenced counting semaphores
+-- (acquire_fenced_permit and its forms, release_fenced_permit).
+CREATE  FUNCTION "acquire_fenced_permit"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"permits" INT /* Option < i32 > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"permits" INT, /* Option < i32 > */
+	"timeout" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"permits" INT /* Option < i32 > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_named_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"permits" INT, /* Option < i32 > */
+	"timeout" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_named_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"permits" INT /* Option < i32 > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_named_bigint_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"permits" INT, /* Option < i32 > */
+	"timeout" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_named_bigint_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_session"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"permits" INT /* Option < i32 > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_session_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_session"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"permits" INT, /* Option < i32 > */
+	"timeout" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_session_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_session_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"permits" INT /* Option < i32 > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_session_named_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_session_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"permits" INT, /* Option < i32 > */
+	"timeout" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_session_named_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_session_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"permits" INT /* Option < i32 > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_session_named_bigint_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_session_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"permits" INT, /* Option < i32 > */
+	"timeout" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_session_named_bigint_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_session_owned"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"permits" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_session_owned_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_session_owned"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"permits" INT, /* Option < i32 > */
+	"owner" TEXT, /* Option < & str > */
+	"timeout" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_session_owned_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_session_owned_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"permits" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_session_owned_named_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_session_owned_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"permits" INT, /* Option < i32 > */
+	"owner" TEXT, /* Option < & str > */
+	"timeout" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_session_owned_named_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_session_owned_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"permits" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_session_owned_named_bigint_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_permit_session_owned_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"permits" INT, /* Option < i32 > */
+	"owner" TEXT, /* Option < & str > */
+	"timeout" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_permit_session_owned_named_bigint_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT /* Option < i32 > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"timeout" interval /* Option < pgrx :: datum :: Interval > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT /* Option < & str > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_named_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"timeout" interval /* Option < pgrx :: datum :: Interval > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_named_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint /* Option < i64 > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_named_bigint_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"timeout" interval /* Option < pgrx :: datum :: Interval > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_named_bigint_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_session"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT /* Option < i32 > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_session_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_session"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"timeout" interval /* Option < pgrx :: datum :: Interval > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_session_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_session_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT /* Option < & str > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_session_named_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_session_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"timeout" interval /* Option < pgrx :: datum :: Interval > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_session_named_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_session_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint /* Option < i64 > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_session_named_bigint_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_session_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"timeout" interval /* Option < pgrx :: datum :: Interval > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_session_named_bigint_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_session_owned"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_session_owned_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_session_owned"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"owner" TEXT, /* Option < & str > */
+	"timeout" interval /* Option < pgrx :: datum :: Interval > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_session_owned_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_session_owned_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_session_owned_named_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_session_owned_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"owner" TEXT, /* Option < & str > */
+	"timeout" interval /* Option < pgrx :: datum :: Interval > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_session_owned_named_within_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_session_owned_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_session_owned_named_bigint_wrapper';
+
+CREATE  FUNCTION "acquire_fenced_shared_session_owned_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"owner" TEXT, /* Option < & str > */
+	"timeout" interval /* Option < pgrx :: datum :: Interval > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_fenced_shared_session_owned_named_bigint_within_wrapper';
+
+CREATE  FUNCTION "release_fenced_permit"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"slot" INT /* Option < i32 > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'release_fenced_permit_wrapper';
+
+CREATE  FUNCTION "release_fenced_permit"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"slot" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'release_fenced_permit_owner_wrapper';
+
+CREATE  FUNCTION "release_fenced_permit_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"slot" INT /* Option < i32 > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'release_fenced_permit_named_wrapper';
+
+CREATE  FUNCTION "release_fenced_permit_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"slot" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'release_fenced_permit_owner_named_wrapper';
+
+CREATE  FUNCTION "release_fenced_permit_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"slot" INT /* Option < i32 > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'release_fenced_permit_named_bigint_wrapper';
+
+CREATE  FUNCTION "release_fenced_permit_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"slot" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'release_fenced_permit_owner_named_bigint_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_permit"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"permits" INT /* Option < i32 > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_permit_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_permit_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"permits" INT /* Option < i32 > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_permit_named_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_permit_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"permits" INT /* Option < i32 > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_permit_named_bigint_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_permit_session"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"permits" INT /* Option < i32 > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_permit_session_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_permit_session"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"permits" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_permit_session_owner_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_permit_session_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"permits" INT /* Option < i32 > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_permit_session_named_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_permit_session_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"permits" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_permit_session_owner_named_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_permit_session_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"permits" INT /* Option < i32 > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_permit_session_named_bigint_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_permit_session_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"permits" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_permit_session_owner_named_bigint_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_shared"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT /* Option < i32 > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_shared_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_shared_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_shared_named_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_shared_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint /* Option < i64 > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_shared_named_bigint_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_shared_session"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT /* Option < i32 > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_shared_session_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_shared_session"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_shared_session_owner_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_shared_session_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_shared_session_named_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_shared_session_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_shared_session_owner_named_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_shared_session_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint /* Option < i64 > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_shared_session_named_bigint_wrapper';
+
+CREATE  FUNCTION "try_acquire_fenced_shared_session_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"owner" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'try_acquire_fenced_shared_session_owner_named_bigint_wrapper';
+
+-- fenced_locks gains two columns at its end, mode (exclusive, shared, permit) and a permit's
+-- slot, from fenced_lock_rows' new shape: a new function under a passing name serves the view
+-- while the old one is dropped, then takes its name (a view keeps its columns in place; a
+-- function's result type is changed only by re-creating it).
+CREATE  FUNCTION "fenced_lock_rows_with_modes"() RETURNS TABLE (
+	"ns" INT,  /* i32 */
+	"key" TEXT,  /* Option < String > */
+	"id" INT,  /* i32 */
+	"pid" INT,  /* Option < i32 > */
+	"granted" bool,  /* bool */
+	"token" bigint,  /* Option < i64 > */
+	"scope" TEXT,  /* Option < & '_ str > */
+	"owner" TEXT,  /* Option < String > */
+	"acquired_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"wait_started" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"mode" TEXT,  /* & '_ str */
+	"slot" INT  /* Option < i32 > */
+)
+STRICT VOLATILE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'fenced_lock_rows_wrapper';
+
+CREATE OR REPLACE VIEW fenced_locks AS
+SELECT r.ns,
+       n.name AS namespace,
+       r.key,
+       r.id,
+       r.pid,
+       r.granted,
+       r.token,
+       r.scope,
+       r.owner,
+       r.acquired_at,
+       r.wait_started,
+       CASE WHEN NOT r.granted THEN pg_catalog.clock_timestamp() - r.wait_started END AS waiting,
+       CASE WHEN NOT r.granted THEN pg_catalog.pg_blocking_pids(r.pid) END AS blocked_by,
+       a.application_name,
+       a.usename,
+       a.client_addr,
+       a.state,
+       a.xact_start,
+       a.state_change,
+       a.query,
+       r.mode,
+       r.slot
+  FROM @extschema@.fenced_lock_rows_with_modes() r
+  LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = r.ns
+  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = r.pid;
+
+DROP FUNCTION @extschema@.fenced_lock_rows();
+ALTER FUNCTION @extschema@.fenced_lock_rows_with_modes() RENAME TO fenced_lock_rows;
+ALTER FUNCTION @extschema@.fenced_lock_rows() ROWS 10000;
+
+COMMENT ON VIEW fenced_locks IS
+    'fenced_lock: every two-int4 advisory lock of this database, held or awaited, and every '
+    'permit of a fenced semaphore: key (signed), namespace name, the key''s text when acquired '
+    'by name, holder or waiter, token/scope/owner/acquired_at (when preloaded), wait time, '
+    'blockers, the session, the mode (exclusive, shared, permit) and a permit''s slot.';
+
+COMMENT ON FUNCTION fenced_lock_rows() IS
+    'The rows of fenced_locks without the session''s columns: every two-int4 advisory lock of '
+    'this database and every permit, held or awaited, with its fenced grant, mode and slot; one '
+    'pass over the lock table and the grants table.';
+
+COMMENT ON FUNCTION acquire_fenced_shared(integer, integer) IS
+    'Wait for the transaction-scoped shared advisory lock on (ns, id) (the lock of '
+    'pg_advisory_xact_lock_shared(ns, id)) and return a new fencing token of its own: many '
+    'shared holders at once, excluded by acquire_fenced on the key and excluding it.';
+
+COMMENT ON FUNCTION acquire_fenced_shared(integer, integer, interval) IS
+    'Like acquire_fenced_shared(ns, id), but wait at most timeout, then raise SQLSTATE 55P03.';
+
+COMMENT ON FUNCTION try_acquire_fenced_shared(integer, integer) IS
+    'Take the transaction-scoped shared lock on (ns, id) without waiting: a new fencing token, '
+    'or NULL when an exclusive holder (or waiter) is ahead.';
+
+COMMENT ON FUNCTION acquire_fenced_shared_session(integer, integer) IS
+    'Wait for the session-scoped shared advisory lock on (ns, id) (pg_advisory_lock_shared''s) '
+    'and return a new fencing token; release_fenced(ns, id) releases it.';
+
+COMMENT ON FUNCTION acquire_fenced_shared_session(integer, integer, interval) IS
+    'Like acquire_fenced_shared_session(ns, id), but wait at most timeout, then raise 55P03.';
+
+COMMENT ON FUNCTION try_acquire_fenced_shared_session(integer, integer) IS
+    'Take the session-scoped shared lock on (ns, id) without waiting: a token, or NULL.';
+
+COMMENT ON FUNCTION acquire_fenced_shared_session_owned(integer, integer, text) IS
+    'acquire_fenced_shared_session for an owner: only that owner gets the grant''s token back '
+    'or releases it (release_fenced(ns, id, owner)).';
+
+COMMENT ON FUNCTION acquire_fenced_shared_session_owned(integer, integer, text, interval) IS
+    'Like acquire_fenced_shared_session_owned(ns, id, owner), but wait at most timeout, then '
+    'raise 55P03.';
+
+COMMENT ON FUNCTION try_acquire_fenced_shared_session(integer, integer, text) IS
+    'try_acquire_fenced_shared_session for an owner: a token, or NULL.';
+
+COMMENT ON FUNCTION acquire_fenced_permit(integer, integer, integer) IS
+    'Wait for one of the permits slots of the fenced semaphore (ns, id), in arrival order, for '
+    'this transaction: one row (slot, token), the token new and larger than every token granted '
+    'before. Re-acquiring returns the same row.';
+
+COMMENT ON FUNCTION acquire_fenced_permit(integer, integer, integer, interval) IS
+    'Like acquire_fenced_permit(ns, id, permits), but wait at most timeout: no row when no '
+    'permit came free.';
+
+COMMENT ON FUNCTION try_acquire_fenced_permit(integer, integer, integer) IS
+    'Take a permit of (ns, id) for this transaction without waiting: one row (slot, token), or '
+    'no row when none is free or others wait in line.';
+
+COMMENT ON FUNCTION acquire_fenced_permit_session(integer, integer, integer) IS
+    'Wait for a permit of (ns, id) for this session: one row (slot, token); '
+    'release_fenced_permit(ns, id, slot) releases it.';
+
+COMMENT ON FUNCTION acquire_fenced_permit_session(integer, integer, integer, interval) IS
+    'Like acquire_fenced_permit_session(ns, id, permits), but wait at most timeout: no row when '
+    'no permit came free.';
+
+COMMENT ON FUNCTION try_acquire_fenced_permit_session(integer, integer, integer) IS
+    'Take a permit of (ns, id) for this session without waiting: one row (slot, token), or none.';
+
+COMMENT ON FUNCTION acquire_fenced_permit_session_owned(integer, integer, integer, text) IS
+    'acquire_fenced_permit_session for an owner: one permit of the key per owner; only that '
+    'owner gets it back or releases it (release_fenced_permit(ns, id, slot, owner)).';
+
+COMMENT ON FUNCTION acquire_fenced_permit_session_owned(integer, integer, integer, text, interval) IS
+    'Like acquire_fenced_permit_session_owned(ns, id, permits, owner), but wait at most timeout: '
+    'no row when no permit came free.';
+
+COMMENT ON FUNCTION try_acquire_fenced_permit_session(integer, integer, integer, text) IS
+    'try_acquire_fenced_permit_session for an owner: one row (slot, token), or none.';
+
+COMMENT ON FUNCTION release_fenced_permit(integer, integer, integer) IS
+    'Release this session''s permit slot of (ns, id), taken without an owner: true, or false '
+    'with a WARNING when this session does not hold it so. Wakes the key''s line.';
+
+COMMENT ON FUNCTION release_fenced_permit(integer, integer, integer, text) IS
+    'Release this session''s permit slot of (ns, id) taken for owner: true, or false with a '
+    'WARNING.';
+
+-- The new functions' named forms, commented as finalize.sql comments every named form.
+DO $comment_named_forms$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN
+        SELECT p.oid::pg_catalog.regprocedure AS signature,
+               pg_catalog.regexp_replace(p.proname, '_named(_bigint)?$', '') || '('
+                   || pg_catalog.array_to_string(ARRAY['ns', 'id'] || p.proargnames[3:], ', ')
+                   || ')' AS pair_form,
+               p.proname ~ '_bigint$' AS bigint_key
+          FROM pg_catalog.pg_proc p
+          JOIN pg_catalog.pg_depend d
+            ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid
+           AND d.deptype = 'e'
+          JOIN pg_catalog.pg_extension e
+            ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+           AND d.refobjid = e.oid AND e.extname = 'fenced_lock'
+         WHERE p.proname ~ '_named(_bigint)?$'
+           -- Not the key-set forms (keys text[]): their comments are their own.
+           AND p.proargtypes[1] <> 'pg_catalog.text[]'::pg_catalog.regtype
+    LOOP
+        EXECUTE pg_catalog.format('COMMENT ON FUNCTION %s IS %L', f.signature,
+            pg_catalog.format('%s for the key (registered id of namespace, fenced_key(%s)).',
+                              f.pair_form, CASE WHEN f.bigint_key THEN 'key::text' ELSE 'key' END));
+    END LOOP;
+END
+$comment_named_forms$;

@@ -25,7 +25,9 @@ SELECT r.ns,
        a.state,
        a.xact_start,
        a.state_change,
-       a.query
+       a.query,
+       r.mode,
+       r.slot
   FROM @extschema@.fenced_lock_rows() r
   LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = r.ns
   LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = r.pid;
@@ -34,9 +36,10 @@ SELECT r.ns,
 GRANT SELECT ON fenced_locks TO PUBLIC;
 
 COMMENT ON VIEW fenced_locks IS
-    'fenced_lock: every two-int4 advisory lock of this database, held or awaited: key (signed), '
-    'namespace name, the key''s text when acquired by name, holder or waiter, '
-    'token/scope/owner/acquired_at (when preloaded), wait time, blockers, and the session.';
+    'fenced_lock: every two-int4 advisory lock of this database, held or awaited, and every '
+    'permit of a fenced semaphore: key (signed), namespace name, the key''s text when acquired '
+    'by name, holder or waiter, token/scope/owner/acquired_at (when preloaded), wait time, '
+    'blockers, the session, the mode (exclusive, shared, permit) and a permit''s slot.';
 
 -- The leases that are held (or expired but not taken over), with their namespace's name.
 CREATE VIEW fenced_leases AS
@@ -137,8 +140,8 @@ ALTER FUNCTION fenced_lock_rows() ROWS 10000;
 
 COMMENT ON FUNCTION fenced_lock_rows() IS
     'The rows of fenced_locks without the session''s columns: every two-int4 advisory lock of '
-    'this database, held or awaited, with its fenced grant; one pass over the lock table and '
-    'the grants table.';
+    'this database and every permit, held or awaited, with its fenced grant, mode and slot; one '
+    'pass over the lock table and the grants table.';
 
 COMMENT ON FUNCTION fenced_lock_grants_available() IS
     'Whether this server keeps the shared grants table (fenced_lock is preloaded).';
@@ -318,6 +321,82 @@ COMMENT ON FUNCTION force_release(integer, integer) IS
     'Terminate the other backends holding (ns, id), the only way to free another session''s '
     'lock, and return how many. Needs the rights of pg_terminate_backend. The next holder gets '
     'a larger token, so the terminated holder''s late writes are refused at fenced resources.';
+
+COMMENT ON FUNCTION acquire_fenced_shared(integer, integer) IS
+    'Wait for the transaction-scoped shared advisory lock on (ns, id) (the lock of '
+    'pg_advisory_xact_lock_shared(ns, id)) and return a new fencing token of its own: many '
+    'shared holders at once, excluded by acquire_fenced on the key and excluding it.';
+
+COMMENT ON FUNCTION acquire_fenced_shared(integer, integer, interval) IS
+    'Like acquire_fenced_shared(ns, id), but wait at most timeout, then raise SQLSTATE 55P03.';
+
+COMMENT ON FUNCTION try_acquire_fenced_shared(integer, integer) IS
+    'Take the transaction-scoped shared lock on (ns, id) without waiting: a new fencing token, '
+    'or NULL when an exclusive holder (or waiter) is ahead.';
+
+COMMENT ON FUNCTION acquire_fenced_shared_session(integer, integer) IS
+    'Wait for the session-scoped shared advisory lock on (ns, id) (pg_advisory_lock_shared''s) '
+    'and return a new fencing token; release_fenced(ns, id) releases it.';
+
+COMMENT ON FUNCTION acquire_fenced_shared_session(integer, integer, interval) IS
+    'Like acquire_fenced_shared_session(ns, id), but wait at most timeout, then raise 55P03.';
+
+COMMENT ON FUNCTION try_acquire_fenced_shared_session(integer, integer) IS
+    'Take the session-scoped shared lock on (ns, id) without waiting: a token, or NULL.';
+
+COMMENT ON FUNCTION acquire_fenced_shared_session_owned(integer, integer, text) IS
+    'acquire_fenced_shared_session for an owner: only that owner gets the grant''s token back '
+    'or releases it (release_fenced(ns, id, owner)).';
+
+COMMENT ON FUNCTION acquire_fenced_shared_session_owned(integer, integer, text, interval) IS
+    'Like acquire_fenced_shared_session_owned(ns, id, owner), but wait at most timeout, then '
+    'raise 55P03.';
+
+COMMENT ON FUNCTION try_acquire_fenced_shared_session(integer, integer, text) IS
+    'try_acquire_fenced_shared_session for an owner: a token, or NULL.';
+
+COMMENT ON FUNCTION acquire_fenced_permit(integer, integer, integer) IS
+    'Wait for one of the permits slots of the fenced semaphore (ns, id), in arrival order, for '
+    'this transaction: one row (slot, token), the token new and larger than every token granted '
+    'before. Re-acquiring returns the same row.';
+
+COMMENT ON FUNCTION acquire_fenced_permit(integer, integer, integer, interval) IS
+    'Like acquire_fenced_permit(ns, id, permits), but wait at most timeout: no row when no '
+    'permit came free.';
+
+COMMENT ON FUNCTION try_acquire_fenced_permit(integer, integer, integer) IS
+    'Take a permit of (ns, id) for this transaction without waiting: one row (slot, token), or '
+    'no row when none is free or others wait in line.';
+
+COMMENT ON FUNCTION acquire_fenced_permit_session(integer, integer, integer) IS
+    'Wait for a permit of (ns, id) for this session: one row (slot, token); '
+    'release_fenced_permit(ns, id, slot) releases it.';
+
+COMMENT ON FUNCTION acquire_fenced_permit_session(integer, integer, integer, interval) IS
+    'Like acquire_fenced_permit_session(ns, id, permits), but wait at most timeout: no row when '
+    'no permit came free.';
+
+COMMENT ON FUNCTION try_acquire_fenced_permit_session(integer, integer, integer) IS
+    'Take a permit of (ns, id) for this session without waiting: one row (slot, token), or none.';
+
+COMMENT ON FUNCTION acquire_fenced_permit_session_owned(integer, integer, integer, text) IS
+    'acquire_fenced_permit_session for an owner: one permit of the key per owner; only that '
+    'owner gets it back or releases it (release_fenced_permit(ns, id, slot, owner)).';
+
+COMMENT ON FUNCTION acquire_fenced_permit_session_owned(integer, integer, integer, text, interval) IS
+    'Like acquire_fenced_permit_session_owned(ns, id, permits, owner), but wait at most timeout: '
+    'no row when no permit came free.';
+
+COMMENT ON FUNCTION try_acquire_fenced_permit_session(integer, integer, integer, text) IS
+    'try_acquire_fenced_permit_session for an owner: one row (slot, token), or none.';
+
+COMMENT ON FUNCTION release_fenced_permit(integer, integer, integer) IS
+    'Release this session''s permit slot of (ns, id), taken without an owner: true, or false '
+    'with a WARNING when this session does not hold it so. Wakes the key''s line.';
+
+COMMENT ON FUNCTION release_fenced_permit(integer, integer, integer, text) IS
+    'Release this session''s permit slot of (ns, id) taken for owner: true, or false with a '
+    'WARNING.';
 
 -- Every key-taking function F(ns, id, ...) has two named forms, under names of their own (an
 -- untyped driver call must never pick another key): F_named(namespace text, key text, ...) and

@@ -220,16 +220,33 @@ pub unsafe fn summarizing(index: pg_sys::Relation) -> bool {
 /// extension wait event, `FencedLockLease` in pg_stat_activity (registered once per backend,
 /// the same number in every backend); before, the generic `Extension`.
 pub fn lease_wait_event() -> u32 {
+    thread_local! {
+        static LEASE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    LEASE.with(|event| named_wait_event(event, c"FencedLockLease"))
+}
+
+/// The wait event of the head of a permit line: `FencedLockPermit` (17 and later), as above.
+pub fn permit_wait_event() -> u32 {
+    thread_local! {
+        static PERMIT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    PERMIT.with(|event| named_wait_event(event, c"FencedLockPermit"))
+}
+
+/// The extension wait event `name`, registered at its first use in this backend (`event`
+/// keeps its number).
+fn named_wait_event(event: &std::cell::Cell<u32>, name: &core::ffi::CStr) -> u32 {
     #[cfg(feature = "pg18")]
     {
-        thread_local! {
-            static LEASE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+        if event.get() == 0 {
+            event.set(unsafe { pg_sys::WaitEventExtensionNew(name.as_ptr()) });
         }
-        if LEASE.get() == 0 {
-            LEASE.set(unsafe { pg_sys::WaitEventExtensionNew(c"FencedLockLease".as_ptr()) });
-        }
-        LEASE.get()
+        event.get()
     }
     #[cfg(not(feature = "pg18"))]
-    pg_sys::PG_WAIT_EXTENSION
+    {
+        let _ = (event, name);
+        pg_sys::PG_WAIT_EXTENSION
+    }
 }

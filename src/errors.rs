@@ -1,7 +1,7 @@
 //! Every failure fenced_lock reports, and the one mapping from each to its SQLSTATE,
 //! message, DETAIL and HINT. The README's error table mirrors this file.
 
-use crate::types::{LockKey, NullArgument, Scope};
+use crate::types::{LockKey, Lockable, Mode, NullArgument, Scope};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::{CaughtError, ErrorReport, ErrorReportWithLevel};
 use pgrx::prelude::*;
@@ -35,6 +35,18 @@ pub enum FencedError {
     ScopeConflict {
         key: LockKey,
         held: Scope,
+    },
+    /// The key is already held by this backend at the same scope in the other mode (shared
+    /// or exclusive).
+    ModeConflict {
+        key: LockKey,
+        held: Mode,
+    },
+    /// No permit of the key came free before lock_timeout ended an unbounded wait.
+    PermitNotAcquired {
+        key: LockKey,
+        permits: i32,
+        timeout_ms: i32,
     },
     /// A waiting session-scoped acquire found the key held by this very session for another
     /// owner (or for none): behind a pooler, another client's grant.
@@ -202,6 +214,8 @@ impl FencedError {
             FencedError::NotPreloaded { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::TokenNotReplicated => ERRCODE_QUERY_CANCELED,
             FencedError::ScopeConflict { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            FencedError::ModeConflict { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            FencedError::PermitNotAcquired { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
             FencedError::HeldForAnotherOwner { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::UndefinedColumn { .. } => ERRCODE_UNDEFINED_COLUMN,
             FencedError::FenceColumnNotBigint { .. } => ERRCODE_DATATYPE_MISMATCH,
@@ -253,6 +267,18 @@ impl FencedError {
             FencedError::ScopeConflict { key, held } => format!(
                 "fenced lock {key} is already held by this session at {} scope",
                 held.name()
+            ),
+            FencedError::ModeConflict { key, held } => format!(
+                "fenced lock {key} is already held by this session in {} mode",
+                held.name()
+            ),
+            FencedError::PermitNotAcquired {
+                key,
+                permits,
+                timeout_ms,
+            } => format!(
+                "no permit of fenced semaphore {key} ({permits} permits) came free within \
+                 lock_timeout ({timeout_ms} ms)"
             ),
             FencedError::HeldForAnotherOwner { key, .. } => {
                 format!("fenced lock {key} is already held by this session for another owner")
@@ -346,6 +372,11 @@ impl FencedError {
             FencedError::ScopeConflict { .. } => Some(
                 "One key, one grant, one token: it cannot be held at both scopes at once.".into(),
             ),
+            FencedError::ModeConflict { .. } => Some(
+                "One key, one grant, one token: a shared grant is not upgraded to an exclusive \
+                 one (two shared holders upgrading deadlock), nor an exclusive one downgraded."
+                    .into(),
+            ),
             FencedError::HeldForAnotherOwner { owner, .. } => Some(held_for(owner.as_deref())),
             FencedError::RowNotUpdatable { .. } => Some(
                 "The row is visible to this role, and its fence does not refuse the token, but no \
@@ -404,6 +435,13 @@ impl FencedError {
             } => "Use the session grant's token (current_fence), or release_fenced it first.",
             FencedError::ScopeConflict { .. } => {
                 "Use the transaction's grant, or take the session lock after the transaction ends."
+            }
+            FencedError::ModeConflict { .. } => {
+                "Take the mode the work needs once per transaction (or session grant)."
+            }
+            FencedError::PermitNotAcquired { .. } => {
+                "Use try_acquire_fenced_permit, or the form with a timeout, which return no row \
+                 when no permit is free."
             }
             FencedError::InvalidArgument { hint, .. } => return hint.map(String::from),
             FencedError::HeldForAnotherOwner { .. } => POOLER_HINT,
@@ -525,10 +563,13 @@ fn held_for(owner: Option<&str>) -> String {
 
 /// release_fenced was called for a session grant taken for another owner (or for one, by a
 /// caller that gave none): nothing is released.
-pub fn warn_held_for_another_owner(key: LockKey, owner: Option<&str>) {
+pub fn warn_held_for_another_owner(lock: Lockable, owner: Option<&str>) {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_WARNING,
-        format!("fenced lock {key} is held by this session for another owner"),
+        format!(
+            "{} is held by this session for another owner",
+            described(lock)
+        ),
         "fenced_lock",
     )
     .set_detail(format!("{} Nothing was released.", held_for(owner)))
@@ -538,7 +579,7 @@ pub fn warn_held_for_another_owner(key: LockKey, owner: Option<&str>) {
 
 /// release_fenced of a key this session does not hold at session scope: most often the
 /// release ran on another server connection than the acquire (a transaction-mode pooler).
-pub fn warn_not_held(key: LockKey, held_by_transaction: bool) {
+pub fn warn_not_held(lock: Lockable, held_by_transaction: bool) {
     let detail = match held_by_transaction {
         true => {
             "It is held at transaction scope and ends with its transaction; nothing was released."
@@ -547,12 +588,20 @@ pub fn warn_not_held(key: LockKey, held_by_transaction: bool) {
     };
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_WARNING,
-        format!("fenced lock {key} is not held by this session"),
+        format!("{} is not held by this session", described(lock)),
         "fenced_lock",
     )
     .set_detail(detail)
     .set_hint(POOLER_HINT)
     .report(PgLogLevel::WARNING);
+}
+
+/// "fenced lock (ns, id)", or "permit 3 of fenced semaphore (ns, id)".
+fn described(lock: Lockable) -> String {
+    match lock.permit {
+        0 => format!("fenced lock {}", lock.key),
+        slot => format!("permit {slot} of fenced semaphore {}", lock.key),
+    }
 }
 
 /// A parallel worker (or its leader, during a parallel operation) neither locks, unlocks nor

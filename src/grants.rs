@@ -6,13 +6,14 @@
 //! Session-scoped grants last until released or until the session ends.
 
 use crate::shared_grants;
-use crate::types::{KeyMap, LockKey, Scope};
+use crate::types::{KeyMap, LockKey, Lockable, Mode, NewGrant, Scope};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::RefCell;
 
 struct TransactionGrant {
     token: i64,
+    mode: Mode,
     subxact: pg_sys::SubTransactionId,
     /// Where the grant is published in the shared grants table, if it is.
     slot: Option<u32>,
@@ -20,6 +21,7 @@ struct TransactionGrant {
 
 struct SessionGrant {
     token: i64,
+    mode: Mode,
     /// Who the grant was taken for (a client-chosen id), if anyone: behind a pooler, the
     /// session may serve another client next, which must not get this grant.
     owner: Option<String>,
@@ -28,35 +30,81 @@ struct SessionGrant {
 
 #[derive(Default)]
 struct Grants {
-    transaction: KeyMap<TransactionGrant>,
-    session: KeyMap<SessionGrant>,
+    transaction: KeyMap<Lockable, TransactionGrant>,
+    session: KeyMap<Lockable, SessionGrant>,
     warned_outside_block: bool,
+}
+
+/// A grant this backend holds.
+#[derive(Clone, Copy)]
+pub struct Held {
+    pub scope: Scope,
+    pub mode: Mode,
+    pub token: i64,
 }
 
 thread_local! {
     static GRANTS: RefCell<Grants> = RefCell::new(Grants::default());
 }
 
-/// The scope and token of the grant this backend holds on `key`, if any.
-pub fn held(key: LockKey) -> Option<(Scope, i64)> {
+/// The grant this backend holds on `lock`, if any.
+pub fn held(lock: Lockable) -> Option<Held> {
     GRANTS.with_borrow(|grants| {
-        let transaction = grants
-            .transaction
-            .get(&key)
-            .map(|g| (Scope::Transaction, g.token));
-        transaction.or_else(|| grants.session.get(&key).map(|g| (Scope::Session, g.token)))
+        let transaction = (grants.transaction.get(&lock)).map(|g| Held {
+            scope: Scope::Transaction,
+            mode: g.mode,
+            token: g.token,
+        });
+        transaction.or_else(|| {
+            grants.session.get(&lock).map(|g| Held {
+                scope: Scope::Session,
+                mode: g.mode,
+                token: g.token,
+            })
+        })
     })
 }
 
-/// The owner the session grant on `key` was taken for (None: no such grant, or no owner).
-pub fn session_owner(key: LockKey) -> Option<String> {
-    GRANTS.with_borrow(|grants| grants.session.get(&key)?.owner.clone())
+/// The permit of `key` this backend holds at `scope` (at session scope, taken for `owner`):
+/// its slot and token.
+pub fn held_permit(key: LockKey, scope: Scope, owner: Option<&str>) -> Option<(u16, i64)> {
+    let permit = |lock: &Lockable| lock.key == key && lock.permit != 0;
+    GRANTS.with_borrow(|grants| match scope {
+        Scope::Transaction => (grants.transaction.iter())
+            .find(|(lock, _)| permit(lock))
+            .map(|(lock, grant)| (lock.permit, grant.token)),
+        Scope::Session => (grants.session.iter())
+            .find(|(lock, grant)| permit(lock) && grant.owner.as_deref() == owner)
+            .map(|(lock, grant)| (lock.permit, grant.token)),
+    })
 }
 
-/// Remembers a new grant; `label` is the text of a named key, for fenced_locks, and `owner`
-/// whom a session grant was taken for.
-pub fn remember(key: LockKey, label: Option<&str>, owner: Option<&str>, token: i64, scope: Scope) {
-    let slot = shared_grants::publish(key, label, owner, token, scope);
+/// The slots of `key`'s permits this backend holds, at either scope and for any owner.
+pub fn held_permit_slots(key: LockKey) -> Vec<u16> {
+    GRANTS.with_borrow(|grants| {
+        (grants.transaction.keys())
+            .chain(grants.session.keys())
+            .filter(|lock| lock.key == key && lock.permit != 0)
+            .map(|lock| lock.permit)
+            .collect()
+    })
+}
+
+/// The owner the session grant on `lock` was taken for (None: no such grant, or no owner).
+pub fn session_owner(lock: Lockable) -> Option<String> {
+    GRANTS.with_borrow(|grants| grants.session.get(&lock)?.owner.clone())
+}
+
+/// Remembers a new grant with its token.
+pub fn remember(new: NewGrant, token: i64) {
+    let slot = shared_grants::publish(&new, token);
+    let NewGrant {
+        lock,
+        mode,
+        scope,
+        owner,
+        ..
+    } = new;
     if slot.is_some() {
         register_exit_cleanup();
     }
@@ -65,23 +113,28 @@ pub fn remember(key: LockKey, label: Option<&str>, owner: Option<&str>, token: i
             let subxact = crate::unguarded::current_subtransaction();
             let grant = TransactionGrant {
                 token,
+                mode,
                 subxact,
                 slot,
             };
-            grants.transaction.insert(key, grant);
+            grants.transaction.insert(lock, grant);
         }
         Scope::Session => {
             let owner = owner.map(String::from);
-            grants
-                .session
-                .insert(key, SessionGrant { token, owner, slot });
+            let grant = SessionGrant {
+                token,
+                mode,
+                owner,
+                slot,
+            };
+            grants.session.insert(lock, grant);
         }
     });
 }
 
-/// Forgets the session grant on `key`; its token, if there was one.
-pub fn forget_session(key: LockKey) -> Option<i64> {
-    let grant = GRANTS.with_borrow_mut(|grants| grants.session.remove(&key))?;
+/// Forgets the session grant on `lock`; its token, if there was one.
+pub fn forget_session(lock: Lockable) -> Option<i64> {
+    let grant = GRANTS.with_borrow_mut(|grants| grants.session.remove(&lock))?;
     shared_grants::withdraw(grant.slot);
     Some(grant.token)
 }
@@ -90,28 +143,31 @@ pub fn any_session_grant() -> bool {
     GRANTS.with_borrow(|grants| !grants.session.is_empty())
 }
 
-/// Forgets every session grant; their keys.
-pub fn forget_all_sessions() -> Vec<LockKey> {
+/// Forgets every session grant; their locks and modes.
+pub fn forget_all_sessions() -> Vec<(Lockable, Mode)> {
     forget_sessions_where(|_| true)
 }
 
-/// Forgets the session grants taken for `owner` (None: without one); their keys.
-pub fn forget_sessions_of(owner: Option<&str>) -> Vec<LockKey> {
+/// Forgets the session grants taken for `owner` (None: without one); their locks and modes.
+pub fn forget_sessions_of(owner: Option<&str>) -> Vec<(Lockable, Mode)> {
     forget_sessions_where(|held_for| held_for == owner)
 }
 
-fn forget_sessions_where(forget: impl Fn(Option<&str>) -> bool) -> Vec<LockKey> {
-    let forgotten: Vec<(LockKey, Option<u32>)> = GRANTS.with_borrow_mut(|grants| {
-        let keys: Vec<LockKey> = (grants.session.iter())
+fn forget_sessions_where(forget: impl Fn(Option<&str>) -> bool) -> Vec<(Lockable, Mode)> {
+    let forgotten: Vec<(Lockable, SessionGrant)> = GRANTS.with_borrow_mut(|grants| {
+        let locks: Vec<Lockable> = (grants.session.iter())
             .filter(|(_, grant)| forget(grant.owner.as_deref()))
-            .map(|(&key, _)| key)
+            .map(|(&lock, _)| lock)
             .collect();
-        keys.into_iter()
-            .filter_map(|key| Some((key, grants.session.remove(&key)?.slot)))
+        locks
+            .into_iter()
+            .filter_map(|lock| Some((lock, grants.session.remove(&lock)?)))
             .collect()
     });
-    shared_grants::withdraw(forgotten.iter().filter_map(|(_, slot)| *slot));
-    forgotten.into_iter().map(|(key, _)| key).collect()
+    shared_grants::withdraw(forgotten.iter().filter_map(|(_, grant)| grant.slot));
+    (forgotten.into_iter())
+        .map(|(lock, grant)| (lock, grant.mode))
+        .collect()
 }
 
 /// Every slot this backend has published, for its exit.

@@ -4,7 +4,7 @@
 use crate::errors::{FencedError, OrRaise};
 use crate::locking::key_forms;
 use crate::shared_grants::Grant;
-use crate::types::{LockKey, Scope};
+use crate::types::{LockKey, Lockable, Mode, PermitTag, Scope};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::collections::{HashMap, HashSet};
@@ -29,7 +29,8 @@ fn terminate_holders(fcinfo: pg_sys::FunctionCallInfo, key: LockKey) -> i32 {
             .select(
                 &format!(
                     "SELECT DISTINCT pid FROM {view} \
-                      WHERE ns = $1 AND id = $2 AND granted AND pid IS NOT NULL"
+                      WHERE ns = $1 AND id = $2 AND granted AND pid IS NOT NULL \
+                        AND mode <> 'permit'"
                 ),
                 None,
                 &[key.ns.into(), key.id.into()],
@@ -66,11 +67,13 @@ fn terminate_holders(fcinfo: pg_sys::FunctionCallInfo, key: LockKey) -> i32 {
 
 /// The rows of the fenced_locks view, without the session's columns (the view joins
 /// pg_stat_activity by pid): one per two-int4 advisory lock of this database, held or awaited,
-/// with its fenced grant. One copy of the lock table and one of the grants table, joined by
-/// hashing, so every read costs O(locks + grants) whatever the query filters on (0.1.0's SQL
-/// join let the planner nest loops: 9 s for `WHERE ns = X` at 10,000 locks). A session grant
-/// shows only while its backend holds the session sentinel (locking.rs): after
-/// pg_advisory_unlock_all or DISCARD ALL its token is unknown (NULL), never stale.
+/// in either mode, and one per permit held or awaited, with its fenced grant. One copy of the
+/// lock table and one of the grants table, joined by hashing, so every read costs O(locks +
+/// grants) whatever the query filters on (0.1.0's SQL join let the planner nest loops: 9 s for
+/// `WHERE ns = X` at 10,000 locks). A session grant shows only while its backend holds the
+/// session sentinel (locking.rs): after pg_advisory_unlock_all or DISCARD ALL its token is
+/// unknown (NULL), never stale. A permit's waiters are those in its key's line and the head
+/// of the line (which holds the line's lock and sleeps until a permit comes free).
 #[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_restricted)]
 fn fenced_lock_rows() -> TableIterator<
@@ -86,6 +89,8 @@ fn fenced_lock_rows() -> TableIterator<
         name!(owner, Option<String>),
         name!(acquired_at, Option<TimestampWithTimeZone>),
         name!(wait_started, Option<TimestampWithTimeZone>),
+        name!(mode, &'static str),
+        name!(slot, Option<i32>),
     ),
 > {
     let locks = crate::locking::lock_table();
@@ -101,28 +106,67 @@ fn fenced_lock_rows() -> TableIterator<
         })
         .map(|lock| lock.pid)
         .collect();
-    let mut grants: HashMap<(i32, LockKey), Grant> = crate::shared_grants::live_grants()
+    let mut grants: HashMap<(i32, Lockable), Grant> = crate::shared_grants::live_grants()
         .into_iter()
         .filter(|grant| grant.scope == Scope::Transaction || sessions_intact.contains(&grant.pid))
-        .map(|grant| ((grant.pid, grant.key), grant))
+        .map(|grant| ((grant.pid, grant.lock), grant))
         .collect();
+    let bit = |mode: u32| 1 << mode;
     let mut rows = Vec::new();
     for lock in &locks {
         let tag = &lock.locktag;
-        let two_int4_advisory = tag.locktag_type == pg_sys::LockTagType::LOCKTAG_ADVISORY as u8
-            && tag.locktag_field4 == 2
-            && tag.locktag_field1 == database;
-        if !two_int4_advisory {
+        if tag.locktag_field1 != database {
             continue;
         }
         let key = LockKey {
             ns: tag.locktag_field2 as i32,
             id: tag.locktag_field3 as i32,
         };
+        // What the lock is: the key's advisory lock (held in either mode), a permit slot, or
+        // a permit line (its holder is the head of the line, still waiting).
+        let (lockable, head_of_line) = match PermitTag::of(tag) {
+            Some(PermitTag::Slot(key, slot)) => (Lockable { key, permit: slot }, false),
+            Some(PermitTag::Queue(key)) => (Lockable::advisory(key), true),
+            None if tag.locktag_type == pg_sys::LockTagType::LOCKTAG_ADVISORY as u8
+                && tag.locktag_field4 == 2 =>
+            {
+                (Lockable::advisory(key), false)
+            }
+            None => continue,
+        };
+        let permit = lockable.permit != 0 || head_of_line;
+        let mode_of = |mask: i32| match () {
+            _ if permit => "permit",
+            _ if mask & bit(pg_sys::ExclusiveLock) != 0 => Mode::Exclusive.name(),
+            _ => Mode::Shared.name(),
+        };
+        let slot = (lockable.permit != 0).then_some(i32::from(lockable.permit));
         // pg_locks shows a prepared transaction's locks without a PID.
         let pid = (lock.pid != 0).then_some(lock.pid);
-        if lock.holdMask != 0 {
-            let grant = grants.remove(&(lock.pid, key));
+        let waiting = |wait_started: Option<TimestampWithTimeZone>| {
+            (
+                key.ns,
+                None,
+                key.id,
+                pid,
+                false,
+                None,
+                None,
+                None,
+                None,
+                wait_started,
+                mode_of(0),
+                None,
+            )
+        };
+        if lock.holdMask != 0 && head_of_line {
+            rows.push(waiting(None));
+        } else if lock.holdMask != 0 {
+            let grant = grants.remove(&(lock.pid, lockable));
+            let mode = match &grant {
+                Some(grant) if !permit => grant.mode.name(),
+                _ => mode_of(lock.holdMask),
+            };
             rows.push((
                 key.ns,
                 grant.as_ref().and_then(|g| g.label.clone()),
@@ -134,6 +178,8 @@ fn fenced_lock_rows() -> TableIterator<
                 grant.as_ref().and_then(|g| g.owner.clone()),
                 grant.map(|g| g.acquired_at),
                 None,
+                mode,
+                slot,
             ));
         }
         if lock.waitLockMode != pg_sys::NoLock as i32 {
@@ -141,18 +187,9 @@ fn fenced_lock_rows() -> TableIterator<
                 TimestampWithTimeZone::from_datum(pg_sys::Datum::from(lock.waitStart), false)
                     .expect("a timestamp")
             });
-            rows.push((
-                key.ns,
-                None,
-                key.id,
-                pid,
-                false,
-                None,
-                None,
-                None,
-                None,
-                wait_started,
-            ));
+            let mut row = waiting(wait_started);
+            row.10 = mode_of(bit(lock.waitLockMode as u32));
+            rows.push(row);
         }
     }
     TableIterator::new(rows)

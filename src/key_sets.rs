@@ -6,7 +6,7 @@
 use crate::errors::{refuse_in_parallel_mode, FencedError, OrRaise};
 use crate::grants;
 use crate::locking::{self, Keyed, Wait};
-use crate::types::{required, LockKey, Scope};
+use crate::types::{required, LockKey, Lockable, Mode, NewGrant, Scope};
 use crate::{namespaces, tokens};
 use pgrx::datum::{Array, Interval};
 use pgrx::pg_sys;
@@ -89,14 +89,19 @@ fn acquire_all(
     let mut taken: Vec<&Keyed> = Vec::new();
     let mut held_token = None;
     for keyed in &keys {
-        match locking::current_grant(keyed.key) {
-            Some((Scope::Transaction, token)) => {
-                held_token = held_token.max(Some(token));
+        match locking::current_grant(Lockable::advisory(keyed.key)) {
+            Some(held) if held.scope == Scope::Transaction && held.mode == Mode::Exclusive => {
+                held_token = held_token.max(Some(held.token));
                 continue;
             }
-            Some((held, _)) => FencedError::ScopeConflict {
+            Some(held) if held.scope == Scope::Transaction => FencedError::ModeConflict {
                 key: keyed.key,
-                held,
+                held: held.mode,
+            }
+            .raise(),
+            Some(held) => FencedError::ScopeConflict {
+                key: keyed.key,
+                held: held.scope,
             }
             .raise(),
             None => {}
@@ -111,7 +116,8 @@ fn acquire_all(
             }
             other => other,
         };
-        if !locking::lock(keyed.key, wait, Scope::Transaction) {
+        let (key, tag) = (keyed.key, keyed.key.locktag());
+        if !locking::lock(key, tag, Mode::Exclusive, wait, Scope::Transaction) {
             for keyed in taken {
                 let tag = keyed.key.locktag();
                 unsafe { pg_sys::LockRelease(&tag, pg_sys::ExclusiveLock as _, false) };
@@ -131,8 +137,14 @@ fn acquire_all(
         .into_iter()
         .for_each(|ns| crate::stats::count(ns, crate::stats::Count::TokensIssued, 1));
     for keyed in taken {
-        let label = keyed.label.as_deref();
-        grants::remember(keyed.key, label, None, token, Scope::Transaction);
+        let new = NewGrant {
+            lock: Lockable::advisory(keyed.key),
+            mode: Mode::Exclusive,
+            scope: Scope::Transaction,
+            label: keyed.label.as_deref(),
+            owner: None,
+        };
+        grants::remember(new, token);
     }
     Some(token)
 }

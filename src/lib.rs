@@ -11,6 +11,8 @@
 //! - `errors`: every failure and its SQLSTATE, message, DETAIL and HINT; raw errors for codes
 //!   pgrx cannot carry (SF001, codes raised under fenced_update).
 //! - `shmem`: the shared-memory hooks (when preloaded) and a guard for LWLocks.
+//! - `wakeups`: the wake-up channels (condition variables in shared memory, when preloaded)
+//!   that waiting lease and permit acquires sleep on, and the sleep itself.
 //! - `spi`: saved SPI plans, for the statements fenced_lock runs on its own tables.
 //! - `stats`: the cumulative counters (fenced_lock_stats, fenced_lock_refusals) in shared
 //!   memory (when preloaded), their file across a clean restart, and the refusal log.
@@ -22,7 +24,8 @@
 //!   the skip on a new timeline; moving the sequence past a resource's highest token.
 //! - `namespaces`: the registry and `fenced_key`.
 //! - `locking`: the lock manager, the key forms of every key-taking function, and the
-//!   transaction-scoped functions.
+//!   transaction-scoped functions (exclusive and shared).
+//! - `permits`: fenced counting semaphores (a slot and a token per holder), waits in line.
 //! - `key_sets`: many keys in one call (`acquire_fenced_all`), in ascending order, one token.
 //! - `session`: the session-scoped functions, with owners, and leader election.
 //! - `leases`: table-backed leases (owner, TTL on the database clock) for pooled clients: the
@@ -55,6 +58,7 @@ mod key_sets;
 mod leases;
 mod locking;
 mod namespaces;
+mod permits;
 mod resource;
 mod session;
 mod settings;
@@ -65,6 +69,7 @@ mod stats;
 mod tokens;
 mod types;
 mod unguarded;
+mod wakeups;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -81,13 +86,14 @@ pub extern "C-unwind" fn _PG_init() {
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         shmem::install_hooks(&[
             shared_grants::GRANTS_PART,
-            leases::WAKEUPS_PART,
+            wakeups::WAKEUPS_PART,
             allocator::BLOCKS_PART,
             stats::STATS_PART,
         ]);
     }
     grants::register_transaction_callbacks();
     leases::register_callbacks();
+    wakeups::register_callbacks();
     stats::register_callback();
     extension::register_invalidation_callback();
     resource::register_invalidation_callbacks();

@@ -8,7 +8,7 @@ use crate::errors::{outside_transaction_block, refuse_in_parallel_mode, FencedEr
 use crate::grants;
 use crate::settings::{self, OutsideTransaction};
 use crate::stats::{self, Count};
-use crate::types::{required, LockKey, Scope};
+use crate::types::{required, LockKey, Lockable, Mode, NewGrant, Scope};
 use crate::unguarded;
 use crate::{namespaces, tokens};
 use pgrx::datum::Interval;
@@ -124,14 +124,14 @@ pub(crate) enum Grant<'a> {
 }
 
 impl<'a> Grant<'a> {
-    fn scope(self) -> Scope {
+    pub(crate) fn scope(self) -> Scope {
         match self {
             Grant::Transaction => Scope::Transaction,
             Grant::Session { .. } => Scope::Session,
         }
     }
 
-    fn owner(self) -> Option<&'a str> {
+    pub(crate) fn owner(self) -> Option<&'a str> {
         match self {
             Grant::Transaction => None,
             Grant::Session { owner } => owner,
@@ -169,8 +169,9 @@ pub(crate) fn acquire_waiting(
     function: &'static str,
     keyed: Keyed,
     grant: Grant,
+    mode: Mode,
 ) -> i64 {
-    acquire(fcinfo, function, keyed, Wait::Unbounded, grant)
+    acquire(fcinfo, function, keyed, Wait::Unbounded, grant, mode)
         .expect("an unbounded wait ends in a grant")
 }
 
@@ -180,9 +181,10 @@ pub(crate) fn acquire_within(
     keyed: Keyed,
     timeout: Option<Interval>,
     grant: Grant,
+    mode: Mode,
 ) -> i64 {
     let wait = Wait::from_timeout(required(timeout, function, "timeout").or_raise());
-    acquire(fcinfo, function, keyed, wait, grant)
+    acquire(fcinfo, function, keyed, wait, grant, mode)
         .expect("a bounded wait ends in a grant or an error")
 }
 
@@ -191,33 +193,51 @@ pub(crate) fn try_acquire(
     function: &'static str,
     keyed: Keyed,
     grant: Grant,
+    mode: Mode,
 ) -> Option<i64> {
-    acquire(fcinfo, function, keyed, Wait::Never, grant)
+    acquire(fcinfo, function, keyed, Wait::Never, grant, mode)
 }
 
-/// Acquires the lock on `key` as `grant` asks and returns its token, or None when `wait` is
-/// `Never` and the key is held by another session, or by this one for another owner.
+/// What every grant checks first: not on a hot standby, not in parallel mode, and a
+/// transaction-scoped one inside a transaction block.
+pub(crate) fn refuse_unusable_call(function: &'static str, key: LockKey, scope: Scope) {
+    refuse_on_hot_standby();
+    refuse_in_parallel_mode(function);
+    if scope == Scope::Transaction {
+        refuse_outside_transaction_block(function, key);
+    }
+}
+
+/// Acquires the lock on `key` in `mode` as `grant` asks and returns its token, or None when
+/// `wait` is `Never` and the key is held by another session, or by this one for another owner.
 fn acquire(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
     keyed: Keyed,
     wait: Wait,
     grant: Grant,
+    mode: Mode,
 ) -> Option<i64> {
     let scope = grant.scope();
     let key = keyed.key;
-    refuse_on_hot_standby();
-    refuse_in_parallel_mode(function);
-    if scope == Scope::Transaction {
-        refuse_outside_transaction_block(function, key);
-    }
+    let lockable = Lockable::advisory(key);
+    refuse_unusable_call(function, key, scope);
     // One grant, one token: a key this backend holds is not locked or numbered again. A
     // session grant goes back only to its owner: behind a pooler this session may now serve
-    // another client.
-    match (current_grant(key), grant) {
+    // another client. A grant in the other mode is refused: an upgrade from shared to
+    // exclusive deadlocks as soon as two shared holders both try it.
+    let held = current_grant(lockable);
+    if let Some(held) = held.filter(|held| held.scope == scope && held.mode != mode) {
+        FencedError::ModeConflict {
+            key,
+            held: held.mode,
+        }
+        .raise();
+    }
+    match (held.map(|held| (held.scope, held.token)), grant) {
         (Some((Scope::Transaction, token)), Grant::Transaction) => return Some(token),
         (Some((Scope::Session, token)), Grant::Session { owner }) => {
-            let held_for = grants::session_owner(key);
+            let held_for = grants::session_owner(lockable);
             if owner.is_some() && owner == held_for.as_deref() {
                 return Some(token);
             }
@@ -233,38 +253,67 @@ fn acquire(
         (Some((held, _)), _) => FencedError::ScopeConflict { key, held }.raise(),
         (None, _) => {}
     }
-    // Taken before the key's lock: were the lock table full, the error would leave nothing
-    // behind (a session lock on the key would outlive the error, without a grant).
+    let sentinel = take_session_sentinel(scope);
+    if !lock(key, key.locktag(), mode, wait, scope) {
+        sentinel.give_back();
+        return None;
+    }
+    let new = NewGrant {
+        lock: lockable,
+        mode,
+        scope,
+        label: keyed.label.as_deref(),
+        owner: grant.owner(),
+    };
+    Some(grant_token(fcinfo, new))
+}
+
+/// The session sentinel as a session grant needs it (taken before the grant's lock: were the
+/// lock table full, the error would leave nothing behind, where a session lock on the key
+/// would outlive the error without a grant).
+pub(crate) struct SentinelTaken(bool);
+
+impl SentinelTaken {
+    /// Gives the sentinel back when it was taken for a grant that did not come.
+    pub(crate) fn give_back(self) {
+        if self.0 {
+            unsafe { pg_sys::LockRelease(&session_sentinel(), pg_sys::ExclusiveLock as _, true) };
+        }
+    }
+}
+
+pub(crate) fn take_session_sentinel(scope: Scope) -> SentinelTaken {
     let sentinel = session_sentinel();
-    let take_sentinel = scope == Scope::Session && !held_by_me(&sentinel);
-    if take_sentinel {
+    let take = scope == Scope::Session && !held_by_me(&sentinel);
+    if take {
         // Nobody else ever asks for this tag: granted at once.
         unsafe { pg_sys::LockAcquire(&sentinel, pg_sys::ExclusiveLock as _, true, true) };
     }
-    if !lock(key, wait, scope) {
-        if take_sentinel {
-            unsafe { pg_sys::LockRelease(&sentinel, pg_sys::ExclusiveLock as _, true) };
-        }
-        return None;
-    }
-    // Drawn after the grant: a later holder of any key is granted, and so draws, later. A
-    // session lock outlives the error that could end this (a cancelled durable wait, say),
-    // so it is released again rather than left held without a token.
-    let token = match scope {
+    SentinelTaken(take)
+}
+
+/// The token of a grant whose lock was just taken, remembered and counted. Drawn after the
+/// grant: a later holder of any key is granted, and so draws, later. A session lock outlives
+/// the error that could end this (a cancelled durable wait, say), so it is released again
+/// rather than left held without a token.
+pub(crate) fn grant_token(fcinfo: pg_sys::FunctionCallInfo, new: NewGrant) -> i64 {
+    let (lockable, mode) = (new.lock, new.mode);
+    let token = match new.scope {
         Scope::Transaction => tokens::next_token(fcinfo),
         Scope::Session => PgTryBuilder::new(|| tokens::next_token(fcinfo))
             .catch_others(|error| {
-                unsafe { pg_sys::LockRelease(&key.locktag(), pg_sys::ExclusiveLock as _, true) };
+                unsafe { pg_sys::LockRelease(&lockable.locktag(), mode.lockmode(), true) };
                 error.rethrow()
             })
             .execute(),
     };
-    grants::remember(key, keyed.label.as_deref(), grant.owner(), token, scope);
+    let (key, scope) = (lockable.key, new.scope);
+    grants::remember(new, token);
     stats::one(key, Count::TokensIssued);
     if scope == Scope::Session {
         stats::one(key, Count::SessionGrants);
     }
-    Some(token)
+    token
 }
 
 /// A lock only this backend takes, held at session level beside its session grants.
@@ -300,30 +349,36 @@ fn forget_session_grants_released_in_bulk() {
     }
 }
 
-/// The grant this backend holds on `key`: scope and token. Transaction grants follow their
-/// transaction exactly; session locks can also be dropped behind fenced_lock's back, all at
-/// once (`pg_advisory_unlock_all`, `DISCARD ALL`: the sentinel tells) or one by one
+/// The grant this backend holds on `lock`. Transaction grants follow their transaction
+/// exactly; session locks can also be dropped behind fenced_lock's back, all at once
+/// (`pg_advisory_unlock_all`, `DISCARD ALL`: the sentinel tells) or one by one
 /// (`pg_advisory_unlock`: checked against the lock table), and are then forgotten.
-pub(crate) fn current_grant(key: LockKey) -> Option<(Scope, i64)> {
+pub(crate) fn current_grant(lock: Lockable) -> Option<grants::Held> {
     forget_session_grants_released_in_bulk();
-    let (scope, token) = grants::held(key)?;
-    let lock_gone = scope == Scope::Session && !held_by_me(&key.locktag());
+    let held = grants::held(lock)?;
+    let lock_gone = held.scope == Scope::Session
+        && !crate::compat::lock_held_by_me(&lock.locktag(), held.mode.lockmode());
     if lock_gone {
-        grants::forget_session(key);
+        grants::forget_session(lock);
         return None;
     }
-    Some((scope, token))
+    Some(held)
 }
 
-/// Takes the exclusive advisory lock at `scope`; false when `Wait::Never` found it held.
-/// Tried without waiting first (a waiting request still queues behind earlier waiters: the
-/// lock manager refuses a try that conflicts with them), so that a wait is seen, timed and
+/// Takes the lock `tag` of `key` in `mode` at `scope`; false when `Wait::Never` found it
+/// held. Tried without waiting first (a waiting request still queues behind earlier waiters:
+/// the lock manager refuses a try that conflicts with them), so that a wait is seen, timed and
 /// counted, and its end (a timeout, a deadlock) too.
-pub(crate) fn lock(key: LockKey, wait: Wait, scope: Scope) -> bool {
-    let tag = key.locktag();
+pub(crate) fn lock(
+    key: LockKey,
+    tag: pg_sys::LOCKTAG,
+    mode: Mode,
+    wait: Wait,
+    scope: Scope,
+) -> bool {
     let session = scope == Scope::Session;
     let lock_acquire = |dont_wait: bool| unsafe {
-        pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as _, session, dont_wait)
+        pg_sys::LockAcquire(&tag, mode.lockmode(), session, dont_wait)
             != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
     };
     if lock_acquire(true) {
@@ -499,6 +554,7 @@ pub(crate) use key_forms;
 macro_rules! acquire_functions {
     (
         grant: |$function:ident| $grant:expr,
+        mode: $mode:expr,
         arguments: ($($arg:ident: $arg_type:ty),*),
         wait: [$w1:literal, $w2:literal, $w3:literal] as [$wf1:ident, $wf2:ident, $wf3:ident],
         within: [$t1:ident, $t2:ident, $t3:ident],
@@ -511,7 +567,7 @@ macro_rules! acquire_functions {
             arguments: ($($arg: $arg_type),*),
             returns: i64,
             |fcinfo, $function, keyed| {
-                $crate::locking::acquire_waiting(fcinfo, $function, keyed, $grant)
+                $crate::locking::acquire_waiting(fcinfo, $function, keyed, $grant, $mode)
             }
         }
 
@@ -522,7 +578,7 @@ macro_rules! acquire_functions {
             arguments: ($($arg: $arg_type,)* timeout: Option<pgrx::datum::Interval>),
             returns: i64,
             |fcinfo, $function, keyed| {
-                $crate::locking::acquire_within(fcinfo, $function, keyed, timeout, $grant)
+                $crate::locking::acquire_within(fcinfo, $function, keyed, timeout, $grant, $mode)
             }
         }
 
@@ -533,7 +589,7 @@ macro_rules! acquire_functions {
             arguments: ($($arg: $arg_type),*),
             returns: Option<i64>,
             |fcinfo, $function, keyed| {
-                $crate::locking::try_acquire(fcinfo, $function, keyed, $grant)
+                $crate::locking::try_acquire(fcinfo, $function, keyed, $grant, $mode)
             }
         }
     };
@@ -542,6 +598,7 @@ pub(crate) use acquire_functions;
 
 acquire_functions! {
     grant: |_function| Grant::Transaction,
+    mode: Mode::Exclusive,
     arguments: (),
     wait: ["acquire_fenced", "acquire_fenced_named", "acquire_fenced_named_bigint"]
         as [acquire_fenced, acquire_fenced_named, acquire_fenced_named_bigint],
@@ -549,6 +606,24 @@ acquire_functions! {
              acquire_fenced_named_bigint_within],
     try: ["try_acquire_fenced", "try_acquire_fenced_named", "try_acquire_fenced_named_bigint"]
         as [try_acquire_fenced, try_acquire_fenced_named, try_acquire_fenced_named_bigint],
+}
+
+// The shared lock (pg_advisory_xact_lock_shared's): many holders at once, each with a token
+// of its own; excluded by acquire_fenced on the key, and excluding it.
+acquire_functions! {
+    grant: |_function| Grant::Transaction,
+    mode: Mode::Shared,
+    arguments: (),
+    wait: ["acquire_fenced_shared", "acquire_fenced_shared_named",
+           "acquire_fenced_shared_named_bigint"]
+        as [acquire_fenced_shared, acquire_fenced_shared_named,
+            acquire_fenced_shared_named_bigint],
+    within: [acquire_fenced_shared_within, acquire_fenced_shared_named_within,
+             acquire_fenced_shared_named_bigint_within],
+    try: ["try_acquire_fenced_shared", "try_acquire_fenced_shared_named",
+          "try_acquire_fenced_shared_named_bigint"]
+        as [try_acquire_fenced_shared, try_acquire_fenced_shared_named,
+            try_acquire_fenced_shared_named_bigint],
 }
 
 /// A token from the same allocator, with the same durability, replication and failover

@@ -7,8 +7,8 @@
 
 use crate::errors::{refuse_in_parallel_mode, warn_held_for_another_owner, warn_not_held, OrRaise};
 use crate::grants;
-use crate::locking::{current_grant, held_by_me, key_forms, try_acquire, Grant};
-use crate::types::{LockKey, Scope};
+use crate::locking::{current_grant, key_forms, try_acquire, Grant};
+use crate::types::{LockKey, Lockable, Mode, Scope};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -22,11 +22,16 @@ unsafe extern "C-unwind" {
     fn Async_Notify(channel: *const core::ffi::c_char, payload: *const core::ffi::c_char);
 }
 
-/// Releases the session lock on `key` and tells listeners (at commit, as NOTIFY does).
-fn release(key: LockKey) {
+/// Releases a session grant's lock: a permit's (which wakes its line), or the key's lock in
+/// `mode`, telling listeners (at commit, as NOTIFY does).
+fn release(lock: Lockable, mode: Mode) {
+    if lock.permit != 0 {
+        return crate::permits::release(lock);
+    }
+    let key = lock.key;
     let payload = CString::new(format!("{}:{}", key.ns, key.id)).expect("digits only");
     unsafe {
-        pg_sys::LockRelease(&key.locktag(), pg_sys::ExclusiveLock as _, true);
+        pg_sys::LockRelease(&key.locktag(), mode.lockmode(), true);
         pg_sys::ffi::pg_guard_ffi_boundary(|| {
             Async_Notify(RELEASE_CHANNEL.as_ptr(), payload.as_ptr())
         });
@@ -35,6 +40,7 @@ fn release(key: LockKey) {
 
 crate::locking::acquire_functions! {
     grant: |_function| Grant::Session { owner: None },
+    mode: Mode::Exclusive,
     arguments: (),
     wait: ["acquire_fenced_session", "acquire_fenced_session_named",
            "acquire_fenced_session_named_bigint"]
@@ -53,6 +59,7 @@ crate::locking::acquire_functions! {
 // argument would catch a driver's untyped call meant for the timeout.
 crate::locking::acquire_functions! {
     grant: |function| Grant::Session { owner: Some(crate::locking::owner_argument(owner, function)) },
+    mode: Mode::Exclusive,
     arguments: (owner: Option<&str>),
     wait: ["acquire_fenced_session_owned", "acquire_fenced_session_owned_named",
            "acquire_fenced_session_owned_named_bigint"]
@@ -64,6 +71,41 @@ crate::locking::acquire_functions! {
           "try_acquire_fenced_session_named_bigint"]
         as [try_acquire_fenced_session_owner, try_acquire_fenced_session_owner_named,
             try_acquire_fenced_session_owner_named_bigint],
+}
+
+// The shared lock at session scope (pg_advisory_lock_shared's), without an owner and for one;
+// release_fenced releases it as it does the exclusive one.
+crate::locking::acquire_functions! {
+    grant: |_function| Grant::Session { owner: None },
+    mode: Mode::Shared,
+    arguments: (),
+    wait: ["acquire_fenced_shared_session", "acquire_fenced_shared_session_named",
+           "acquire_fenced_shared_session_named_bigint"]
+        as [acquire_fenced_shared_session, acquire_fenced_shared_session_named,
+            acquire_fenced_shared_session_named_bigint],
+    within: [acquire_fenced_shared_session_within, acquire_fenced_shared_session_named_within,
+             acquire_fenced_shared_session_named_bigint_within],
+    try: ["try_acquire_fenced_shared_session", "try_acquire_fenced_shared_session_named",
+          "try_acquire_fenced_shared_session_named_bigint"]
+        as [try_acquire_fenced_shared_session, try_acquire_fenced_shared_session_named,
+            try_acquire_fenced_shared_session_named_bigint],
+}
+
+crate::locking::acquire_functions! {
+    grant: |function| Grant::Session { owner: Some(crate::locking::owner_argument(owner, function)) },
+    mode: Mode::Shared,
+    arguments: (owner: Option<&str>),
+    wait: ["acquire_fenced_shared_session_owned", "acquire_fenced_shared_session_owned_named",
+           "acquire_fenced_shared_session_owned_named_bigint"]
+        as [acquire_fenced_shared_session_owned, acquire_fenced_shared_session_owned_named,
+            acquire_fenced_shared_session_owned_named_bigint],
+    within: [acquire_fenced_shared_session_owned_within,
+             acquire_fenced_shared_session_owned_named_within,
+             acquire_fenced_shared_session_owned_named_bigint_within],
+    try: ["try_acquire_fenced_shared_session", "try_acquire_fenced_shared_session_named",
+          "try_acquire_fenced_shared_session_named_bigint"]
+        as [try_acquire_fenced_shared_session_owner, try_acquire_fenced_shared_session_owner_named,
+            try_acquire_fenced_shared_session_owner_named_bigint],
 }
 
 // Try to become the leader for the key: the term (a token), or NULL when another session
@@ -97,8 +139,14 @@ fn become_leader_for(
     owner: Option<&str>,
 ) -> Option<i64> {
     let key = keyed.key;
-    let leading = current_grant(key).is_some();
-    let term = try_acquire(fcinfo, function, keyed, Grant::Session { owner });
+    let leading = current_grant(Lockable::advisory(key)).is_some();
+    let term = try_acquire(
+        fcinfo,
+        function,
+        keyed,
+        Grant::Session { owner },
+        Mode::Exclusive,
+    );
     if term.is_some() && !leading {
         crate::stats::one(key, crate::stats::Count::LeaderTerms);
     }
@@ -109,19 +157,20 @@ fn become_leader_for(
 /// WARNING when this session does not hold it at session scope, or holds it for another owner.
 fn release_for(function: &str, key: LockKey, owner: Option<&str>) -> bool {
     refuse_in_parallel_mode(function);
-    match current_grant(key) {
-        Some((Scope::Session, _)) => {
-            let held_for = grants::session_owner(key);
+    let lock = Lockable::advisory(key);
+    match current_grant(lock) {
+        Some(held) if held.scope == Scope::Session => {
+            let held_for = grants::session_owner(lock);
             if held_for.as_deref() != owner {
-                warn_held_for_another_owner(key, held_for.as_deref());
+                warn_held_for_another_owner(lock, held_for.as_deref());
                 return false;
             }
-            grants::forget_session(key);
-            release(key);
+            grants::forget_session(lock);
+            release(lock, held.mode);
             true
         }
         held => {
-            warn_not_held(key, held.is_some());
+            warn_not_held(lock, held.is_some());
             false
         }
     }
@@ -153,11 +202,13 @@ key_forms! {
 /// how many. Behind a pooler the session may hold other clients' locks, taken for their owners.
 fn release_all_for(function: &str, owner: Option<&str>) -> i32 {
     refuse_in_parallel_mode(function);
-    let still_held: Vec<LockKey> = grants::forget_sessions_of(owner)
+    let still_held: Vec<(Lockable, Mode)> = grants::forget_sessions_of(owner)
         .into_iter()
-        .filter(|key| held_by_me(&key.locktag()))
+        .filter(|(lock, mode)| crate::compat::lock_held_by_me(&lock.locktag(), mode.lockmode()))
         .collect();
-    still_held.iter().for_each(|&key| release(key));
+    still_held
+        .iter()
+        .for_each(|&(lock, mode)| release(lock, mode));
     still_held.len() as i32
 }
 
@@ -179,11 +230,11 @@ fn release_all_fenced_owner(owner: Option<&str>) -> i32 {
 /// lock taken for another client's owner is not this caller's.
 fn fence_for(function: &str, key: LockKey, owner: Option<&str>) -> Option<i64> {
     refuse_in_parallel_mode(function);
-    match current_grant(key)? {
-        (Scope::Transaction, token) => owner.is_none().then_some(token),
-        (Scope::Session, token) => {
-            (grants::session_owner(key).as_deref() == owner).then_some(token)
-        }
+    let lock = Lockable::advisory(key);
+    let held = current_grant(lock)?;
+    match held.scope {
+        Scope::Transaction => owner.is_none().then_some(held.token),
+        Scope::Session => (grants::session_owner(lock).as_deref() == owner).then_some(held.token),
     }
 }
 
@@ -251,7 +302,8 @@ fn leader_rows(fcinfo: pg_sys::FunctionCallInfo, key: LockKey) -> Vec<LeaderRow>
             .select(
                 &format!(
                     "SELECT pid, application_name, client_addr::text, token, acquired_at, owner \
-                       FROM {view} WHERE ns = $1 AND id = $2 AND granted"
+                       FROM {view} WHERE ns = $1 AND id = $2 AND granted \
+                        AND mode = 'exclusive'"
                 ),
                 None,
                 &[key.ns.into(), key.id.into()],

@@ -201,7 +201,7 @@ pub fn define() {
             c"Live fenced grants the shared grants table can show (needs preloading).",
             c"The fenced_locks view shows token, scope and acquired_at for up to this many \
               grants at once; beyond it, acquisition still succeeds and the view shows those \
-              columns as NULL. Each entry takes 168 bytes of shared memory.",
+              columns as NULL. Each entry takes 176 bytes of shared memory.",
             &MAX_GRANTS,
             0,
             10_000_000,

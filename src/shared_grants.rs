@@ -19,7 +19,7 @@
 
 use crate::settings;
 use crate::shmem::Part;
-use crate::types::{LockKey, Scope};
+use crate::types::{LockKey, Lockable, Mode, NewGrant, Scope};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
@@ -64,7 +64,7 @@ impl ShortText {
 }
 
 /// What a slot holds while its grant is published. Without padding (the eight-byte fields
-/// first, 160 bytes in all), so that every byte of it is one of its words (`WORDS`).
+/// first, 168 bytes in all), so that every byte of it is one of its words (`WORDS`).
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct Published {
@@ -73,17 +73,22 @@ struct Published {
     database: pg_sys::Oid,
     ns: i32,
     id: i32,
+    /// The permit's slot; 0 for the key's advisory lock.
+    permit: u16,
     session: bool,
     live: bool,
+    shared: bool,
     /// The text of a named key (empty for an (ns, id) key).
     label: ShortText,
     /// The owner a session grant was taken for (empty for none).
     owner: ShortText,
+    /// Always zero: the words' last bytes.
+    spare: [u8; 5],
 }
 
 /// A grant as the words a slot keeps it in.
 const WORDS: usize = std::mem::size_of::<Published>() / 8;
-const _: () = assert!(std::mem::size_of::<Published>() == 160 && WORDS * 8 == 160);
+const _: () = assert!(std::mem::size_of::<Published>() == 168 && WORDS * 8 == 168);
 
 impl Published {
     fn into_words(self) -> [u64; WORDS] {
@@ -154,7 +159,7 @@ impl Slot {
 }
 
 /// The size fenced_lock.max_grants' description gives.
-const _: () = assert!(std::mem::size_of::<Slot>() == 168);
+const _: () = assert!(std::mem::size_of::<Slot>() == 176);
 
 #[repr(C)]
 struct Table {
@@ -207,10 +212,13 @@ fn place() {
                         id: 0,
                         token: 0,
                         acquired_at: 0,
+                        permit: 0,
                         session: false,
                         live: false,
+                        shared: false,
                         label: ShortText::EMPTY,
                         owner: ShortText::EMPTY,
+                        spare: [0; 5],
                     }
                     .into_words()
                     .map(AtomicU64::new),
@@ -239,13 +247,7 @@ fn table() -> Option<(&'static AtomicU32, &'static mut [Slot])> {
 }
 
 /// Publishes a grant of this backend; its slot, or None (no table, or the table is full).
-pub fn publish(
-    key: LockKey,
-    label: Option<&str>,
-    owner: Option<&str>,
-    token: i64,
-    scope: Scope,
-) -> Option<u32> {
+pub fn publish(grant: &NewGrant, token: i64) -> Option<u32> {
     let (claimed, slots) = table()?;
     let capacity = slots.len();
     if claimed.fetch_add(1, Ordering::Relaxed) as usize >= capacity {
@@ -275,14 +277,17 @@ pub fn publish(
     };
     slots[index].write(Published {
         database,
-        ns: key.ns,
-        id: key.id,
+        ns: grant.lock.key.ns,
+        id: grant.lock.key.id,
         token,
         acquired_at: crate::unguarded::now(),
-        session: scope == Scope::Session,
+        permit: grant.lock.permit,
+        session: grant.scope == Scope::Session,
         live: true,
-        label: ShortText::new(label),
-        owner: ShortText::new(owner),
+        shared: grant.mode == Mode::Shared,
+        label: ShortText::new(grant.label),
+        owner: ShortText::new(grant.owner),
+        spare: [0; 5],
     });
     FIRST_LOOK.set(Some(index as u32));
     Some(index as u32)
@@ -311,7 +316,8 @@ pub fn withdraw(indexes: impl IntoIterator<Item = u32>) {
 /// A live grant as the table holds it.
 pub struct Grant {
     pub pid: i32,
-    pub key: LockKey,
+    pub lock: Lockable,
+    pub mode: Mode,
     pub token: i64,
     pub scope: Scope,
     pub acquired_at: TimestampWithTimeZone,
@@ -333,9 +339,16 @@ pub fn live_grants() -> Vec<Grant> {
     live.into_iter()
         .map(|(pid, slot)| Grant {
             pid,
-            key: LockKey {
-                ns: slot.ns,
-                id: slot.id,
+            lock: Lockable {
+                key: LockKey {
+                    ns: slot.ns,
+                    id: slot.id,
+                },
+                permit: slot.permit,
+            },
+            mode: match slot.shared {
+                true => Mode::Shared,
+                false => Mode::Exclusive,
             },
             token: slot.token,
             scope: match slot.session {
@@ -373,8 +386,8 @@ fn fenced_lock_grants() -> TableIterator<
     TableIterator::new(live_grants().into_iter().map(|grant| {
         (
             grant.pid,
-            grant.key.ns,
-            grant.key.id,
+            grant.lock.key.ns,
+            grant.lock.key.id,
             grant.token,
             grant.scope.name(),
             grant.acquired_at,

@@ -12,13 +12,13 @@
 //! condition variable that releases broadcast (when preloaded), or until the holder's expiry.
 
 mod storage;
-mod wakeups;
 
 use crate::errors::{refuse_in_parallel_mode, FencedError, OrRaise};
 use crate::locking::key_forms;
 use crate::stats::{self, Count};
 use crate::types::{required, LockKey};
 use crate::unguarded;
+use crate::wakeups;
 use crate::{settings, tokens};
 use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::pg_sys;
@@ -27,11 +27,6 @@ use storage::{
     find, insert_row, saturating_plus, sweep_now_and_then, unseen_row, update_row,
     with_lease_table, Change, LeaseRow, LeaseTable, RowWrite, Unseen,
 };
-pub use wakeups::WAKEUPS_PART;
-
-/// Without the shared condition variables (not preloaded), a waiting acquire looks again this
-/// often (ms), besides at the holder's expiry.
-const UNPRELOADED_RECHECK_MS: i64 = 100;
 
 /// A waiting acquire looks again at least this often (ms) even when preloaded: a release
 /// committed by COMMIT PREPARED, in another session, broadcasts nothing.
@@ -51,7 +46,6 @@ const MAX_KEY_BYTES: usize = crate::locking::MAX_IDENTIFIER_BYTES;
 const MAX_TTL_DAYS: i128 = 366;
 
 pub fn register_callbacks() {
-    wakeups::register_callback();
     storage::register_callbacks();
 }
 
@@ -523,32 +517,10 @@ fn acquire(
             1.. => (expires_in_us + 999) / 1000,
             _ => ROW_LOCKED_RECHECK_MS,
         };
-        let mut sleep_ms = ((left_us + 999) / 1000)
+        let sleep_ms = ((left_us + 999) / 1000)
             .min(until_expiry_ms)
             .min(RECHECK_MS);
-        match channel {
-            Some(channel) => unsafe {
-                pg_sys::ConditionVariableTimedSleep(
-                    channel,
-                    sleep_ms.max(1),
-                    crate::compat::lease_wait_event(),
-                );
-            },
-            None => {
-                sleep_ms = sleep_ms.clamp(1, UNPRELOADED_RECHECK_MS);
-                unsafe {
-                    pg_sys::WaitLatch(
-                        pg_sys::MyLatch,
-                        (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH)
-                            as i32,
-                        sleep_ms,
-                        crate::compat::lease_wait_event(),
-                    );
-                    pg_sys::ResetLatch(pg_sys::MyLatch);
-                }
-            }
-        }
-        pgrx::check_for_interrupts!();
+        wakeups::sleep(channel, sleep_ms, crate::compat::lease_wait_event());
     }
 }
 

@@ -1,0 +1,400 @@
+//! Fenced counting semaphores: a key has `permits` slots (1..=permits), each a lock of its own
+//! (a user lock, `types::LockKey::permit_tag`), and a holder gets one slot and a fresh token,
+//! drawn after the slot's grant, so it is above every earlier holder's of that slot (and of
+//! every key). The number of permits is not stored: each call says how many slots it may
+//! take, so a smaller number takes effect at once for new grants while holders of higher
+//! slots keep theirs until they release.
+//!
+//! Waiting acquires line up on the key's queue lock in the lock manager (granted in arrival
+//! order, deadlock-checked, bounded by lock_timeout); the one at the head of the line holds it
+//! and sleeps on the key's wake-up channel (`wakeups`) until a permit of the key is released,
+//! then looks at the slots again. A try finds the line busy when anyone waits in it, so it
+//! never takes a slot from under the head of the line.
+
+use crate::errors::{refuse_in_parallel_mode, warn_held_for_another_owner, warn_not_held};
+use crate::errors::{FencedError, OrRaise};
+use crate::grants;
+use crate::locking::{current_grant, grant_token, key_forms, refuse_unusable_call};
+use crate::locking::{take_session_sentinel, Grant, Keyed, Wait};
+use crate::stats::{self, Count};
+use crate::types::{required, LockKey, Lockable, Mode, NewGrant, Scope, MAX_PERMITS};
+use crate::wakeups;
+use pgrx::datum::Interval;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+
+/// The head of a key's line looks at its slots again at least this often (ms): a permit
+/// released without a wake-up (pg_advisory_unlock_all, DISCARD ALL, COMMIT PREPARED in
+/// another session) is found within it.
+const RECHECK_MS: i64 = 1000;
+
+/// A permit's row: its slot and token.
+type PermitRow = (i32, i64);
+
+/// The `permits` argument: required (22004), 1..=MAX_PERMITS (22023).
+fn permits_argument(permits: Option<i32>, function: &'static str) -> u16 {
+    let permits = required(permits, function, "permits").or_raise();
+    if !(1..=MAX_PERMITS).contains(&permits) {
+        FencedError::InvalidArgument {
+            message: format!("{function}: \"permits\" must be between 1 and {MAX_PERMITS}"),
+            hint: None,
+        }
+        .raise();
+    }
+    permits as u16
+}
+
+/// The `slot` argument of a release: required, 1..=MAX_PERMITS.
+fn slot_argument(slot: Option<i32>, function: &'static str) -> u16 {
+    let slot = required(slot, function, "slot").or_raise();
+    if !(1..=MAX_PERMITS).contains(&slot) {
+        FencedError::InvalidArgument {
+            message: format!("{function}: \"slot\" must be between 1 and {MAX_PERMITS}"),
+            hint: None,
+        }
+        .raise();
+    }
+    slot as u16
+}
+
+/// Takes a permit of `keyed` as `grant` asks: its slot and token, or None when `wait` ran out
+/// (or, for `Never`, when no permit was free or others wait in line).
+fn acquire(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &'static str,
+    keyed: Keyed,
+    permits: Option<i32>,
+    wait: Wait,
+    grant: Grant,
+) -> Option<PermitRow> {
+    let permits = permits_argument(permits, function);
+    let (key, scope, owner) = (keyed.key, grant.scope(), grant.owner());
+    refuse_unusable_call(function, key, scope);
+    // One permit of a key per transaction, or per session and owner: taken again, it is the
+    // same slot and token (its lock still held: a session lock can be dropped in bulk). A
+    // session permit taken without an owner goes back to no one (as a session lock taken
+    // without one): behind a pooler the caller may be another client, who takes a slot of
+    // its own.
+    let returnable = scope == Scope::Transaction || owner.is_some();
+    if let Some((slot, token)) = grants::held_permit(key, scope, owner).filter(|_| returnable) {
+        if current_grant(Lockable { key, permit: slot }).is_some() {
+            return Some((slot.into(), token));
+        }
+    }
+    let sentinel = take_session_sentinel(scope);
+    let Some(slot) = take_slot(key, permits, wait, scope) else {
+        sentinel.give_back();
+        return None;
+    };
+    let new = NewGrant {
+        lock: Lockable { key, permit: slot },
+        mode: Mode::Exclusive,
+        scope,
+        label: keyed.label.as_deref(),
+        owner,
+    };
+    let token = grant_token(fcinfo, new);
+    if scope == Scope::Transaction {
+        wakeups::wake_at_lock_release(key);
+    }
+    Some((slot.into(), token))
+}
+
+/// The first free slot of `key` among 1..=permits, taken at `scope`; the slots this backend
+/// holds already (for another owner, or at the other scope) are not free to it, though the
+/// lock manager would grant them again.
+fn try_slots(key: LockKey, permits: u16, scope: Scope) -> Option<u16> {
+    let own = grants::held_permit_slots(key);
+    (1..=permits)
+        .filter(|slot| !own.contains(slot))
+        .find(|&slot| unsafe {
+            pg_sys::LockAcquire(
+                &key.permit_tag(slot),
+                pg_sys::ExclusiveLock as _,
+                scope == Scope::Session,
+                true,
+            ) != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+        })
+}
+
+/// Takes a slot of `key`: at once when the line is empty and a slot free, else (unless
+/// `wait` is `Never`) in line, then at the head of it until a slot comes free.
+fn take_slot(key: LockKey, permits: u16, wait: Wait, scope: Scope) -> Option<u16> {
+    let queue = key.permit_queue_tag();
+    let exclusive = pg_sys::ExclusiveLock as pg_sys::LOCKMODE;
+    // The line's lock is the transaction's, let go as soon as a slot is taken (an error lets
+    // go of it with the rest).
+    let leave_line = || unsafe { pg_sys::LockRelease(&queue, exclusive, false) };
+    let now = || unsafe { pg_sys::GetCurrentTimestamp() };
+    let started = now();
+    let at_head_at_once = unsafe {
+        pg_sys::LockAcquire(&queue, exclusive, false, true)
+            != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+    };
+    if at_head_at_once {
+        if let Some(slot) = try_slots(key, permits, scope) {
+            leave_line();
+            stats::one(key, Count::AcquiredImmediately);
+            return Some(slot);
+        }
+    }
+    let timeout_ms = match wait {
+        Wait::Never => {
+            if at_head_at_once {
+                leave_line();
+            }
+            stats::one(key, Count::Busy);
+            return None;
+        }
+        Wait::AtMost { of, .. } => Some(of),
+        Wait::Unbounded => {
+            let lock_timeout = unsafe { pg_sys::LockTimeout };
+            (lock_timeout > 0).then_some(lock_timeout)
+        }
+    };
+    if !at_head_at_once && !wait_in_line(key, queue, wait) {
+        return None;
+    }
+    let deadline = timeout_ms.map(|ms| started + i64::from(ms) * 1000);
+    let channel = wakeups::channel(key);
+    let granted = loop {
+        // Prepared before looking, so a release between the look and the sleep still wakes
+        // this backend.
+        if let Some(channel) = channel {
+            unsafe { pg_sys::ConditionVariablePrepareToSleep(channel) };
+        }
+        let slot = try_slots(key, permits, scope);
+        let left_us = deadline.map_or(i64::MAX, |deadline| deadline - now());
+        if slot.is_some() || left_us <= 0 {
+            if channel.is_some() {
+                unsafe { pg_sys::ConditionVariableCancelSleep() };
+            }
+            break slot;
+        }
+        let sleep_ms = ((left_us.saturating_add(999)) / 1000).min(RECHECK_MS);
+        wakeups::sleep(channel, sleep_ms, crate::compat::permit_wait_event());
+    };
+    leave_line();
+    let waited = now() - started;
+    stats::count(key.ns, Count::WaitMicros, waited);
+    stats::count(key.ns, Count::MaxWaitMicros, waited);
+    match (granted, wait) {
+        (Some(slot), _) => {
+            stats::one(key, Count::AcquiredAfterWait);
+            Some(slot)
+        }
+        (None, Wait::Unbounded) => {
+            stats::one(key, Count::LockTimeouts);
+            FencedError::PermitNotAcquired {
+                key,
+                permits: permits.into(),
+                timeout_ms: timeout_ms.unwrap_or_default(),
+            }
+            .raise()
+        }
+        (None, _) => {
+            stats::one(key, Count::Timeouts);
+            None
+        }
+    }
+}
+
+/// Waits in `key`'s line until at its head: true, or false when a bounded wait ran out. An
+/// unbounded wait ends in the head of the line or an error (lock_timeout, a deadlock, a
+/// cancel), counted as the lock manager's waits are.
+fn wait_in_line(key: LockKey, queue: pg_sys::LOCKTAG, wait: Wait) -> bool {
+    let in_line = || unsafe {
+        pg_sys::LockAcquire(&queue, pg_sys::ExclusiveLock as _, false, false);
+        true
+    };
+    let counted = |code: PgSqlErrorCode| match code {
+        PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE => stats::one(key, Count::LockTimeouts),
+        PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED => stats::one(key, Count::Deadlocks),
+        _ => {}
+    };
+    match wait {
+        Wait::AtMost { millis, .. } => {
+            let saved = unsafe { pg_sys::LockTimeout };
+            unsafe { pg_sys::LockTimeout = millis.max(1) };
+            PgTryBuilder::new(in_line)
+                .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| {
+                    stats::one(key, Count::Timeouts);
+                    false
+                })
+                .finally(|| unsafe { pg_sys::LockTimeout = saved })
+                .execute()
+        }
+        _ => PgTryBuilder::new(in_line)
+            .catch_others(|error| {
+                if let pg_sys::panic::CaughtError::PostgresError(report) = &error {
+                    counted(report.sql_error_code());
+                }
+                error.rethrow()
+            })
+            .execute(),
+    }
+}
+
+/// The three ways to ask, each returning the permit's row (none when not granted).
+macro_rules! permit_functions {
+    (
+        grant: |$function:ident| $grant:expr,
+        arguments: ($($arg:ident: $arg_type:ty),*),
+        wait: [$w1:literal, $w2:literal, $w3:literal] as [$wf1:ident, $wf2:ident, $wf3:ident],
+        within: [$t1:ident, $t2:ident, $t3:ident],
+        try: [$y1:literal, $y2:literal, $y3:literal] as [$yf1:ident, $yf2:ident, $yf3:ident] $(,)?
+    ) => {
+        key_forms! {
+            names: [$w1, $w2, $w3],
+            rust: [$wf1, $wf2, $wf3],
+            attributes: [volatile, parallel_unsafe],
+            arguments: (permits: Option<i32> $(, $arg: $arg_type)*),
+            returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
+            |fcinfo, $function, keyed| {
+                TableIterator::new(acquire(fcinfo, $function, keyed, permits, Wait::Unbounded,
+                                           $grant))
+            }
+        }
+
+        key_forms! {
+            names: [$w1, $w2, $w3],
+            rust: [$t1, $t2, $t3],
+            attributes: [volatile, parallel_unsafe],
+            arguments: (permits: Option<i32> $(, $arg: $arg_type)*, timeout: Option<Interval>),
+            returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
+            |fcinfo, $function, keyed| {
+                let timeout = required(timeout, $function, "timeout").or_raise();
+                let wait = Wait::from_timeout(timeout);
+                TableIterator::new(acquire(fcinfo, $function, keyed, permits, wait, $grant))
+            }
+        }
+
+        key_forms! {
+            names: [$y1, $y2, $y3],
+            rust: [$yf1, $yf2, $yf3],
+            attributes: [volatile, parallel_unsafe],
+            arguments: (permits: Option<i32> $(, $arg: $arg_type)*),
+            returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
+            |fcinfo, $function, keyed| {
+                TableIterator::new(acquire(fcinfo, $function, keyed, permits, Wait::Never,
+                                           $grant))
+            }
+        }
+    };
+}
+
+// A permit at transaction scope: released when the transaction ends.
+permit_functions! {
+    grant: |_function| Grant::Transaction,
+    arguments: (),
+    wait: ["acquire_fenced_permit", "acquire_fenced_permit_named",
+           "acquire_fenced_permit_named_bigint"]
+        as [acquire_fenced_permit, acquire_fenced_permit_named,
+            acquire_fenced_permit_named_bigint],
+    within: [acquire_fenced_permit_within, acquire_fenced_permit_named_within,
+             acquire_fenced_permit_named_bigint_within],
+    try: ["try_acquire_fenced_permit", "try_acquire_fenced_permit_named",
+          "try_acquire_fenced_permit_named_bigint"]
+        as [try_acquire_fenced_permit, try_acquire_fenced_permit_named,
+            try_acquire_fenced_permit_named_bigint],
+}
+
+// A permit at session scope, without an owner: until release_fenced_permit or the session's end.
+permit_functions! {
+    grant: |_function| Grant::Session { owner: None },
+    arguments: (),
+    wait: ["acquire_fenced_permit_session", "acquire_fenced_permit_session_named",
+           "acquire_fenced_permit_session_named_bigint"]
+        as [acquire_fenced_permit_session, acquire_fenced_permit_session_named,
+            acquire_fenced_permit_session_named_bigint],
+    within: [acquire_fenced_permit_session_within, acquire_fenced_permit_session_named_within,
+             acquire_fenced_permit_session_named_bigint_within],
+    try: ["try_acquire_fenced_permit_session", "try_acquire_fenced_permit_session_named",
+          "try_acquire_fenced_permit_session_named_bigint"]
+        as [try_acquire_fenced_permit_session, try_acquire_fenced_permit_session_named,
+            try_acquire_fenced_permit_session_named_bigint],
+}
+
+// The same, taken for an owner: one permit of a key per owner, and only that owner gets it
+// back or releases it. The waiting forms have a name of their own, as acquire_fenced_session's.
+permit_functions! {
+    grant: |function| Grant::Session { owner: Some(crate::locking::owner_argument(owner, function)) },
+    arguments: (owner: Option<&str>),
+    wait: ["acquire_fenced_permit_session_owned", "acquire_fenced_permit_session_owned_named",
+           "acquire_fenced_permit_session_owned_named_bigint"]
+        as [acquire_fenced_permit_session_owned, acquire_fenced_permit_session_owned_named,
+            acquire_fenced_permit_session_owned_named_bigint],
+    within: [acquire_fenced_permit_session_owned_within,
+             acquire_fenced_permit_session_owned_named_within,
+             acquire_fenced_permit_session_owned_named_bigint_within],
+    try: ["try_acquire_fenced_permit_session", "try_acquire_fenced_permit_session_named",
+          "try_acquire_fenced_permit_session_named_bigint"]
+        as [try_acquire_fenced_permit_session_owner, try_acquire_fenced_permit_session_owner_named,
+            try_acquire_fenced_permit_session_owner_named_bigint],
+}
+
+/// Releases this session's permit `slot` of `key` if it was taken for `owner`: true, or false
+/// with a WARNING when this session does not hold it at session scope, or holds it for
+/// another owner.
+fn release_for(
+    function: &'static str,
+    key: LockKey,
+    slot: Option<i32>,
+    owner: Option<&str>,
+) -> bool {
+    let lock = Lockable {
+        key,
+        permit: slot_argument(slot, function),
+    };
+    refuse_in_parallel_mode(function);
+    match current_grant(lock) {
+        Some(held) if held.scope == Scope::Session => {
+            let held_for = grants::session_owner(lock);
+            if held_for.as_deref() != owner {
+                warn_held_for_another_owner(lock, held_for.as_deref());
+                return false;
+            }
+            grants::forget_session(lock);
+            release(lock);
+            true
+        }
+        held => {
+            warn_not_held(lock, held.is_some());
+            false
+        }
+    }
+}
+
+/// Releases a session-scoped permit's lock and wakes the key's line.
+pub(crate) fn release(lock: Lockable) {
+    unsafe { pg_sys::LockRelease(&lock.locktag(), pg_sys::ExclusiveLock as _, true) };
+    wakeups::wake_now(lock.key);
+}
+
+// Releases this session's permit of the key in `slot`, taken without an owner (or, with
+// `owner`, for that owner): true, or false with a WARNING when it is not held so.
+key_forms! {
+    names: ["release_fenced_permit", "release_fenced_permit_named",
+            "release_fenced_permit_named_bigint"],
+    rust: [release_fenced_permit, release_fenced_permit_named,
+           release_fenced_permit_named_bigint],
+    attributes: [volatile, parallel_unsafe],
+    arguments: (slot: Option<i32>),
+    returns: bool,
+    |_fcinfo, function, keyed| release_for(function, keyed.key, slot, None),
+}
+
+key_forms! {
+    names: ["release_fenced_permit", "release_fenced_permit_named",
+            "release_fenced_permit_named_bigint"],
+    rust: [release_fenced_permit_owner, release_fenced_permit_owner_named,
+           release_fenced_permit_owner_named_bigint],
+    attributes: [volatile, parallel_unsafe],
+    arguments: (slot: Option<i32>, owner: Option<&str>),
+    returns: bool,
+    |_fcinfo, function, keyed| {
+        let owner = crate::locking::owner_argument(owner, function);
+        release_for(function, keyed.key, slot, Some(owner))
+    },
+}
