@@ -79,15 +79,31 @@ pub fn held_permit(key: LockKey, scope: Scope, owner: Option<&str>) -> Option<(u
     })
 }
 
-/// The slots of `key`'s permits this backend holds, at either scope and for any owner.
-pub fn held_permit_slots(key: LockKey) -> Vec<u16> {
+/// The permits this backend holds, at either scope and for any owner.
+fn held_permits() -> Vec<Lockable> {
     GRANTS.with_borrow(|grants| {
         (grants.transaction.keys())
             .chain(grants.session.keys())
-            .filter(|lock| lock.key == key && lock.permit != 0)
-            .map(|lock| lock.permit)
+            .filter(|lock| lock.permit != 0)
+            .copied()
             .collect()
     })
+}
+
+/// The slots of `key`'s permits this backend holds, at either scope and for any owner.
+pub fn held_permit_slots(key: LockKey) -> Vec<u16> {
+    (held_permits().into_iter())
+        .filter(|lock| lock.key == key)
+        .map(|lock| lock.permit)
+        .collect()
+}
+
+/// The keys of the permits this backend holds (each once).
+pub fn permit_keys() -> Vec<LockKey> {
+    let mut keys: Vec<LockKey> = held_permits().into_iter().map(|lock| lock.key).collect();
+    keys.sort_unstable_by_key(|key| (key.ns, key.id));
+    keys.dedup();
+    keys
 }
 
 /// The owner the session grant on `lock` was taken for (None: no such grant, or no owner).

@@ -95,10 +95,28 @@ fn acquire(
         owner,
     };
     let token = grant_token(fcinfo, new);
-    if scope == Scope::Transaction {
-        wakeups::wake_at_lock_release(key);
+    match scope {
+        Scope::Transaction => wakeups::wake_at_lock_release(key),
+        Scope::Session => wake_at_exit(),
     }
     Some((slot.into(), token))
+}
+
+/// A backend that exits holding session permits wakes their keys' lines once PostgreSQL has
+/// released its locks (an on_shmem_exit callback runs after the session locks are gone,
+/// before the backend leaves its PGPROC).
+fn wake_at_exit() {
+    thread_local! {
+        static REGISTERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if !REGISTERED.replace(true) {
+        unsafe { pg_sys::on_shmem_exit(Some(on_backend_exit), pg_sys::Datum::from(0)) };
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn on_backend_exit(_code: i32, _arg: pg_sys::Datum) {
+    grants::permit_keys().into_iter().for_each(wakeups::wake_now);
 }
 
 /// The first free slot of `key` among 1..=permits, taken at `scope`; the slots this backend
