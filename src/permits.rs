@@ -116,7 +116,9 @@ fn wake_at_exit() {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn on_backend_exit(_code: i32, _arg: pg_sys::Datum) {
-    grants::permit_keys().into_iter().for_each(wakeups::wake_now);
+    grants::permit_keys()
+        .into_iter()
+        .for_each(wakeups::wake_now);
 }
 
 /// The first free slot of `key` among 1..=permits, taken at `scope`; the slots this backend
