@@ -1,0 +1,253 @@
+//! Fenced counting semaphores under several real clients: waiters are granted in arrival
+//! order, a smaller permit count grants no slot above it while holders above it finish, and a
+//! killed session holder's slot goes to the head of the line with a larger token, so the dead
+//! holder's late write is refused.
+
+use fenced_lock_faults::{Server, DATABASE};
+use postgres::{Client, NoTls};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const PRELOAD: &str = "shared_preload_libraries=fenced_lock";
+
+/// How long a grant the test expects may take to show (a woken waiter, a killed backend's exit).
+const GRANT_WAIT: Duration = Duration::from_secs(20);
+
+/// One permit granted to a waiter: which waiter, its slot and token.
+#[derive(Debug, PartialEq)]
+struct Granted {
+    waiter: usize,
+    slot: i32,
+    token: i64,
+}
+
+/// A client waiting for a permit in its own transaction; it commits when told to.
+struct Waiter {
+    commit: Sender<()>,
+    done: thread::JoinHandle<()>,
+}
+
+impl Waiter {
+    /// Starts waiter `waiter` asking for one of `permits` permits of (ns, id); its grant goes
+    /// to `granted`. Returns once it waits in the key's line (`admin` counts the waiting rows
+    /// of fenced_locks).
+    fn start(
+        server: &Server,
+        admin: &mut Client,
+        waiter: usize,
+        (ns, id, permits): (i32, i32, i32),
+        granted: &Sender<Granted>,
+    ) -> Waiter {
+        let waiting_before = waiting(admin, ns);
+        let (commit, told) = channel::<()>();
+        let (url, granted) = (server.url(DATABASE), granted.clone());
+        let done = thread::spawn(move || {
+            let mut client = Client::connect(&url, NoTls).unwrap();
+            let mut transaction = client.transaction().unwrap();
+            let row = transaction
+                .query_one(
+                    "SELECT slot, token FROM acquire_fenced_permit($1, $2, $3)",
+                    &[&ns, &id, &permits],
+                )
+                .unwrap();
+            let (slot, token) = (row.get(0), row.get(1));
+            granted
+                .send(Granted {
+                    waiter,
+                    slot,
+                    token,
+                })
+                .unwrap();
+            told.recv().unwrap();
+            transaction.commit().unwrap();
+        });
+        until(admin, "the waiter to line up", |admin| {
+            waiting(admin, ns) == waiting_before + 1
+        });
+        Waiter { commit, done }
+    }
+
+    fn commit(self) {
+        self.commit.send(()).unwrap();
+        self.done.join().unwrap();
+    }
+}
+
+/// The waiting rows of fenced_locks for namespace `ns`.
+fn waiting(admin: &mut Client, ns: i32) -> i64 {
+    admin
+        .query_one(
+            "SELECT count(*) FROM fenced_locks WHERE ns = $1 AND NOT granted",
+            &[&ns],
+        )
+        .unwrap()
+        .get(0)
+}
+
+fn until(admin: &mut Client, what: &str, mut done: impl FnMut(&mut Client) -> bool) {
+    let deadline = Instant::now() + GRANT_WAIT;
+    while !done(admin) {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The next grant, which must come.
+fn next_grant(granted: &Receiver<Granted>) -> Granted {
+    granted
+        .recv_timeout(GRANT_WAIT)
+        .expect("a waiter is granted")
+}
+
+/// No grant for a second and a half: longer than the head of a line takes to look again
+/// without a wake-up.
+fn no_grant(granted: &Receiver<Granted>) {
+    match granted.recv_timeout(Duration::from_millis(1500)) {
+        Err(RecvTimeoutError::Timeout) => {}
+        other => panic!("expected no grant, got {other:?}"),
+    }
+}
+
+/// A session holding a permit of (ns, id): its slot and token.
+fn hold(server: &Server, (ns, id, permits): (i32, i32, i32)) -> (Client, i32, i64) {
+    let mut client = server.connect(DATABASE);
+    let row = client
+        .query_one(
+            "SELECT slot, token FROM acquire_fenced_permit_session($1, $2, $3)",
+            &[&ns, &id, &permits],
+        )
+        .unwrap();
+    (client, row.get(0), row.get(1))
+}
+
+fn release(holder: &mut Client, (ns, id): (i32, i32), slot: i32) {
+    let released: bool = holder
+        .query_one(
+            "SELECT release_fenced_permit($1, $2, $3)",
+            &[&ns, &id, &slot],
+        )
+        .unwrap()
+        .get(0);
+    assert!(released, "slot {slot} of ({ns}, {id}) released");
+}
+
+/// Three waiters behind two holders are granted in the order they arrived, each the slot that
+/// came free, with tokens rising in grant order above the holders'.
+#[test]
+fn waiters_are_granted_in_arrival_order() {
+    let server = Server::fresh("permits-order", &[PRELOAD]);
+    server.create_database();
+    let mut admin = server.connect(DATABASE);
+    let key = (7701, 1, 2);
+    let (mut first, first_slot, first_token) = hold(&server, key);
+    let (mut second, second_slot, second_token) = hold(&server, key);
+    assert_eq!((first_slot, second_slot), (1, 2));
+
+    let (granted_to, granted) = channel();
+    let mut waiters: Vec<Waiter> = (1..=3)
+        .map(|waiter| Waiter::start(&server, &mut admin, waiter, key, &granted_to))
+        .collect();
+    no_grant(&granted);
+
+    release(&mut first, (7701, 1), 1);
+    let one = next_grant(&granted);
+    assert_eq!((one.waiter, one.slot), (1, 1), "{one:?}");
+    no_grant(&granted);
+    release(&mut second, (7701, 1), 2);
+    let two = next_grant(&granted);
+    assert_eq!((two.waiter, two.slot), (2, 2), "{two:?}");
+    // The first waiter's commit frees slot 1 for the last.
+    waiters.remove(0).commit();
+    let three = next_grant(&granted);
+    assert_eq!((three.waiter, three.slot), (3, 1), "{three:?}");
+
+    assert!(second_token > first_token);
+    assert!(one.token > second_token, "{one:?} above {second_token}");
+    assert!(two.token > one.token && three.token > two.token);
+    waiters.into_iter().for_each(Waiter::commit);
+    assert_eq!(waiting(&mut admin, 7701), 0);
+}
+
+/// Callers that now ask for two permits where three were taken: the holder of slot 3 keeps it
+/// until it releases, and its release grants nothing (slot 3 is above the count); the next
+/// release of a slot within it does.
+#[test]
+fn a_smaller_count_grants_no_slot_above_it() {
+    let server = Server::fresh("permits-shrink", &[PRELOAD]);
+    server.create_database();
+    let mut admin = server.connect(DATABASE);
+    let mut holders: Vec<(Client, i32, i64)> =
+        (0..3).map(|_| hold(&server, (7702, 1, 3))).collect();
+    let slots: Vec<i32> = holders.iter().map(|(_, slot, _)| *slot).collect();
+    assert_eq!(slots, [1, 2, 3]);
+
+    let (granted_to, granted) = channel();
+    let waiter = Waiter::start(&server, &mut admin, 1, (7702, 1, 2), &granted_to);
+    let (mut third, _, _) = holders.pop().unwrap();
+    release(&mut third, (7702, 1), 3);
+    no_grant(&granted);
+    assert_eq!(waiting(&mut admin, 7702), 1);
+
+    let (first, _, first_token) = &mut holders[0];
+    let first_token = *first_token;
+    release(first, (7702, 1), 1);
+    let one = next_grant(&granted);
+    assert_eq!(one.slot, 1, "{one:?}");
+    assert!(one.token > first_token);
+    waiter.commit();
+}
+
+/// A session permit holder whose backend is terminated loses its slot to the head of the
+/// line, which gets a larger token; the resource, keyed by slot, then refuses the dead
+/// holder's token.
+#[test]
+fn a_killed_holders_slot_is_reused_and_its_write_refused() {
+    let server = Server::fresh("permits-killed", &[PRELOAD]);
+    server.create_database();
+    let mut admin = server.connect(DATABASE);
+    admin
+        .batch_execute("CREATE TABLE partitions (id int PRIMARY KEY, fence bigint, worker text)")
+        .unwrap();
+    admin
+        .batch_execute("INSERT INTO partitions VALUES (1, NULL, NULL)")
+        .unwrap();
+    let (mut holder, slot, old_token) = hold(&server, (7703, 1, 1));
+    assert_eq!(slot, 1);
+    let write = |client: &mut Client, token: i64, worker: &str| -> bool {
+        client
+            .query_one(
+                &format!(
+                    "SELECT fenced_update('partitions', '1', {token}, \
+                     jsonb_build_object('worker', '{worker}'))"
+                ),
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    };
+    assert!(write(&mut holder, old_token, "old"));
+    let pid: i32 = holder
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+
+    let (granted_to, granted) = channel();
+    let waiter = Waiter::start(&server, &mut admin, 1, (7703, 1, 1), &granted_to);
+    admin
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .unwrap();
+    let new = next_grant(&granted);
+    assert_eq!(new.slot, 1);
+    assert!(new.token > old_token);
+    assert!(write(&mut admin, new.token, "new"));
+    waiter.commit();
+
+    // The old holder, paused rather than dead in real life, writes with its token: refused.
+    assert!(!write(&mut admin, old_token, "old again"));
+    let worker: String = admin
+        .query_one("SELECT worker FROM partitions WHERE id = 1", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(worker, "new");
+}
