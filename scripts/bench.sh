@@ -32,7 +32,8 @@ WORKLOADS=(floor=floor raw_two_statements=raw_two_statements raw_one_statement=r
     acquire_write_nondurable=acquire_write:"-c fenced_lock.durable_tokens=off"
     update_raw=update_raw update_fenced=update_fenced update_plpgsql=update_plpgsql
     lease_cycle=lease_cycle raw_lease_cycle=raw_lease_cycle
-    claim_fenced=claim_fenced claim_raw=claim_raw)
+    claim_fenced=claim_fenced claim_raw=claim_raw
+    permit_hot=permit_hot raw_permit_hot=raw_permit_hot)
 
 trap 'scripts/pg.sh stop "$DIR"; scripts/pg.sh stop "$PER_CALL_DIR"' EXIT
 scripts/pg.sh stop "$DIR"
@@ -150,6 +151,7 @@ echo "lease cycle vs the hand-written TTL row (no token), per round: $(paired le
 echo "acquire_fenced counted (fenced_lock.track, the default) vs not, random keys, per round: $(paired acquire_random acquire_random_untracked)"
 echo "fenced_update vs hand-written conditional UPDATE (random keys), per round: $(paired update_fenced update_raw);"
 echo "    the same UPDATE in a PL/pgSQL function (no checks) vs the UPDATE: $(paired update_plpgsql update_raw)"
+echo "fenced semaphore, 4 permits on one hot key (acquire_fenced_permit) vs 4 advisory locks tried in turn + nextval, per round: $(paired permit_hot raw_permit_hot)"
 echo "queue claim (claim 10 with SKIP LOCKED, complete each) with new_fencing_token() vs with fence + 1, per round: $(paired claim_fenced claim_raw)"
 lease=$(median "${results[lease_cycle]}")
 raw=$(median "${results[raw_lease_cycle]}")
@@ -191,7 +193,8 @@ done
 echo
 echo "Goals: acquire_fenced >= 0.95x the bare lock (random keys and hot key), >= 0.97x with one"
 echo "       client; lease cycle >= 1.0x the hand-written TTL row; fenced_update >= 0.90x the"
-echo "       hand-written UPDATE and >= the PL/pgSQL function; counting >= 0.99x not counting."
+echo "       hand-written UPDATE and >= the PL/pgSQL function; counting >= 0.99x not counting;"
+echo "       a fenced permit >= 1.0x the permit by hand."
 
 # fenced_locks with 10,000 and 100,000 held locks: each read an operator would run, and the
 # latency of acquire+commit while 8 sessions read the view in a loop.
