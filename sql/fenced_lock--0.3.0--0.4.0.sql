@@ -14,6 +14,13 @@ STRICT STABLE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'fenced_lease_available_at_wrapper';
 
+-- Lease semaphores (acquire_lease_permit): a row per permit slot of a key; slot 0 is the
+-- key's lease itself, which every existing row is.
+ALTER TABLE @extschema@.fenced_lease_state
+    ADD COLUMN slot int4 NOT NULL DEFAULT 0,
+    DROP CONSTRAINT fenced_lease_state_pkey,
+    ADD CONSTRAINT fenced_lease_state_pkey PRIMARY KEY (ns, id, slot);
+
 CREATE OR REPLACE VIEW fenced_leases AS
 SELECT l.ns,
        n.name AS namespace,
@@ -27,7 +34,8 @@ SELECT l.ns,
        l.expires_at,
        l.expires_at <= pg_catalog.clock_timestamp() AS expired,
        l.lock_delay,
-       @extschema@.fenced_lease_available_at(l.expires_at, l.lock_delay) AS available_at
+       @extschema@.fenced_lease_available_at(l.expires_at, l.lock_delay) AS available_at,
+       l.slot
   FROM @extschema@.fenced_lease_state l
   LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = l.ns
  WHERE l.owner IS NOT NULL;
@@ -830,6 +838,94 @@ VOLATILE PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'try_acquire_fenced_shared_session_owner_named_bigint_wrapper';
 
+-- Lease semaphores: a permit of a key's lease, renewed and released by token as any lease.
+CREATE  FUNCTION "acquire_lease_permit"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"permits" INT, /* Option < i32 > */
+	"owner" TEXT, /* Option < & str > */
+	"ttl" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_lease_permit_wrapper';
+
+CREATE  FUNCTION "acquire_lease_permit"(
+	"ns" INT, /* Option < i32 > */
+	"id" INT, /* Option < i32 > */
+	"permits" INT, /* Option < i32 > */
+	"owner" TEXT, /* Option < & str > */
+	"ttl" interval, /* Option < Interval > */
+	"wait" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_lease_permit_wait_wrapper';
+
+CREATE  FUNCTION "acquire_lease_permit_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"permits" INT, /* Option < i32 > */
+	"owner" TEXT, /* Option < & str > */
+	"ttl" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_lease_permit_named_wrapper';
+
+CREATE  FUNCTION "acquire_lease_permit_named"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" TEXT, /* Option < & str > */
+	"permits" INT, /* Option < i32 > */
+	"owner" TEXT, /* Option < & str > */
+	"ttl" interval, /* Option < Interval > */
+	"wait" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_lease_permit_named_wait_wrapper';
+
+CREATE  FUNCTION "acquire_lease_permit_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"permits" INT, /* Option < i32 > */
+	"owner" TEXT, /* Option < & str > */
+	"ttl" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_lease_permit_named_bigint_wrapper';
+
+CREATE  FUNCTION "acquire_lease_permit_named_bigint"(
+	"namespace" TEXT, /* Option < & str > */
+	"key" bigint, /* Option < i64 > */
+	"permits" INT, /* Option < i32 > */
+	"owner" TEXT, /* Option < & str > */
+	"ttl" interval, /* Option < Interval > */
+	"wait" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"slot" INT,  /* i32 */
+	"token" bigint  /* i64 */
+)
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'acquire_lease_permit_named_bigint_wait_wrapper';
+
 -- fenced_locks gains two columns at its end, mode (exclusive, shared, permit) and a permit's
 -- slot, from fenced_lock_rows' new shape: a new function under a passing name serves the view
 -- while the old one is dropped, then takes its name (a view keeps its columns in place; a
@@ -969,6 +1065,23 @@ COMMENT ON FUNCTION release_fenced_permit(integer, integer, integer) IS
 COMMENT ON FUNCTION release_fenced_permit(integer, integer, integer, text) IS
     'Release this session''s permit slot of (ns, id) taken for owner: true, or false with a '
     'WARNING.';
+
+COMMENT ON FUNCTION acquire_lease_permit(integer, integer, integer, text, interval) IS
+    'A permit of the lease semaphore (ns, id) of permits slots for owner, for ttl on the '
+    'database''s clock: one row (slot, token), the token new and larger than every earlier one, '
+    'or the same row with the TTL extended when owner holds one; no row when no slot within '
+    'permits is free, released or expired. Renewed and released by token (renew_lease, '
+    'release_lease).';
+
+COMMENT ON FUNCTION acquire_lease_permit(integer, integer, integer, text, interval, interval) IS
+    'Like acquire_lease_permit(ns, id, permits, owner, ttl), but wait up to wait for a release '
+    'or a holder''s expiry (sleeping, not polling); then no row.';
+
+COMMENT ON VIEW fenced_leases IS
+    'fenced_lock: every lease held, or expired and not yet taken over: key, owner, the role that '
+    'acquired it, token, acquired/renewed/expires at (the database''s clock), expired, its '
+    'lock_delay and available_at, when another owner can take it if it is not released, and '
+    'the slot of a permit of a lease semaphore (0 for a lease).';
 
 -- The new functions' named forms, commented as finalize.sql comments every named form.
 DO $comment_named_forms$

@@ -55,7 +55,8 @@ SELECT l.ns,
        l.expires_at,
        l.expires_at <= pg_catalog.clock_timestamp() AS expired,
        l.lock_delay,
-       @extschema@.fenced_lease_available_at(l.expires_at, l.lock_delay) AS available_at
+       @extschema@.fenced_lease_available_at(l.expires_at, l.lock_delay) AS available_at,
+       l.slot
   FROM @extschema@.fenced_lease_state l
   LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = l.ns
  WHERE l.owner IS NOT NULL;
@@ -69,7 +70,8 @@ COMMENT ON FUNCTION fenced_lease_available_at(timestamptz, interval) IS
 COMMENT ON VIEW fenced_leases IS
     'fenced_lock: every lease held, or expired and not yet taken over: key, owner, the role that '
     'acquired it, token, acquired/renewed/expires at (the database''s clock), expired, its '
-    'lock_delay and available_at, when another owner can take it if it is not released.';
+    'lock_delay and available_at, when another owner can take it if it is not released, and '
+    'the slot of a permit of a lease semaphore (0 for a lease).';
 
 CREATE FUNCTION fenced_lock_holder(ns int4, id int4) RETURNS SETOF @extschema@.fenced_locks
     LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
@@ -397,6 +399,17 @@ COMMENT ON FUNCTION release_fenced_permit(integer, integer, integer) IS
 COMMENT ON FUNCTION release_fenced_permit(integer, integer, integer, text) IS
     'Release this session''s permit slot of (ns, id) taken for owner: true, or false with a '
     'WARNING.';
+
+COMMENT ON FUNCTION acquire_lease_permit(integer, integer, integer, text, interval) IS
+    'A permit of the lease semaphore (ns, id) of permits slots for owner, for ttl on the '
+    'database''s clock: one row (slot, token), the token new and larger than every earlier one, '
+    'or the same row with the TTL extended when owner holds one; no row when no slot within '
+    'permits is free, released or expired. Renewed and released by token (renew_lease, '
+    'release_lease).';
+
+COMMENT ON FUNCTION acquire_lease_permit(integer, integer, integer, text, interval, interval) IS
+    'Like acquire_lease_permit(ns, id, permits, owner, ttl), but wait up to wait for a release '
+    'or a holder''s expiry (sleeping, not polling); then no row.';
 
 -- Every key-taking function F(ns, id, ...) has two named forms, under names of their own (an
 -- untyped driver call must never pick another key): F_named(namespace text, key text, ...) and

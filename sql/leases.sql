@@ -1,4 +1,5 @@
--- Table-backed leases (src/leases.rs): one row per key ever leased; owner NULL once released.
+-- Table-backed leases (src/leases/): one row per key (and permit slot) ever leased; owner NULL
+-- once released.
 -- Rows are kept so that a new holder's token, drawn under the row's lock, is always above the
 -- last holder's. holder is the role that acquired (only it, or its members, renew and release).
 CREATE TABLE fenced_lease_state (
@@ -13,7 +14,9 @@ CREATE TABLE fenced_lease_state (
     expires_at timestamptz,
     -- After an unreleased expiry, other owners wait this long too (fenced_lock.lease_lock_delay).
     lock_delay interval NOT NULL DEFAULT '0',
-    PRIMARY KEY (ns, id)
+    -- A permit's slot (acquire_lease_permit, 1..permits); 0 for the key's lease itself.
+    slot int4 NOT NULL DEFAULT 0,
+    PRIMARY KEY (ns, id, slot)
 );
 COMMENT ON TABLE fenced_lease_state IS
     'fenced_lock: the state of every lease (acquire_lease); read it through fenced_leases.';

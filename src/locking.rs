@@ -8,7 +8,7 @@ use crate::errors::{outside_transaction_block, refuse_in_parallel_mode, FencedEr
 use crate::grants;
 use crate::settings::{self, OutsideTransaction};
 use crate::stats::{self, Count};
-use crate::types::{required, LockKey, Lockable, Mode, NewGrant, Scope};
+use crate::types::{required, LockKey, Lockable, Mode, NewGrant, Scope, MAX_PERMITS};
 use crate::unguarded;
 use crate::{namespaces, tokens};
 use pgrx::datum::Interval;
@@ -86,6 +86,19 @@ pub(crate) fn owner_argument<'a>(owner: Option<&'a str>, function: &'static str)
         .raise();
     }
     owner
+}
+
+/// The `permits` argument: required (22004), 1..=MAX_PERMITS (22023).
+pub(crate) fn permits_argument(permits: Option<i32>, function: &'static str) -> u16 {
+    let permits = required(permits, function, "permits").or_raise();
+    if !(1..=MAX_PERMITS).contains(&permits) {
+        FencedError::InvalidArgument {
+            message: format!("{function}: \"permits\" must be between 1 and {MAX_PERMITS}"),
+            hint: None,
+        }
+        .raise();
+    }
+    permits as u16
 }
 
 /// How long an acquisition may wait for the key.

@@ -14,7 +14,9 @@
 use crate::errors::{refuse_in_parallel_mode, warn_held_for_another_owner, warn_not_held};
 use crate::errors::{FencedError, OrRaise};
 use crate::grants;
-use crate::locking::{current_grant, grant_token, key_forms, refuse_unusable_call};
+use crate::locking::{
+    current_grant, grant_token, key_forms, permits_argument, refuse_unusable_call,
+};
 use crate::locking::{take_session_sentinel, Grant, Keyed, Wait};
 use crate::stats::{self, Count};
 use crate::types::{required, LockKey, Lockable, Mode, NewGrant, Scope, MAX_PERMITS};
@@ -31,19 +33,6 @@ const RECHECK_MS: i64 = 1000;
 
 /// A permit's row: its slot and token.
 type PermitRow = (i32, i64);
-
-/// The `permits` argument: required (22004), 1..=MAX_PERMITS (22023).
-fn permits_argument(permits: Option<i32>, function: &'static str) -> u16 {
-    let permits = required(permits, function, "permits").or_raise();
-    if !(1..=MAX_PERMITS).contains(&permits) {
-        FencedError::InvalidArgument {
-            message: format!("{function}: \"permits\" must be between 1 and {MAX_PERMITS}"),
-            hint: None,
-        }
-        .raise();
-    }
-    permits as u16
-}
 
 /// The `slot` argument of a release: required, 1..=MAX_PERMITS.
 fn slot_argument(slot: Option<i32>, function: &'static str) -> u16 {

@@ -136,9 +136,10 @@ impl PermitTag {
             id: tag.locktag_field3 as i32,
         };
         match tag.locktag_field4 {
-            0 => None,
             PERMIT_QUEUE => Some(PermitTag::Queue(key)),
-            slot => Some(PermitTag::Slot(key, slot)),
+            slot if (1..=MAX_PERMITS as u16).contains(&slot) => Some(PermitTag::Slot(key, slot)),
+            // 0: the session sentinel; above MAX_PERMITS: a lease permit's first-lease lock.
+            _ => None,
         }
     }
 }

@@ -15,8 +15,9 @@ mod storage;
 
 use crate::errors::{refuse_in_parallel_mode, FencedError, OrRaise};
 use crate::locking::key_forms;
+use crate::locking::permits_argument;
 use crate::stats::{self, Count};
-use crate::types::{required, LockKey};
+use crate::types::{required, LockKey, MAX_PERMITS};
 use crate::unguarded;
 use crate::wakeups;
 use crate::{settings, tokens};
@@ -24,8 +25,8 @@ use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use storage::{
-    find, insert_row, saturating_plus, sweep_now_and_then, unseen_row, update_row,
-    with_lease_table, Change, LeaseRow, LeaseTable, RowWrite, Unseen,
+    find, insert_row, rows_of, saturating_plus, sweep_now_and_then, unseen_row, update_row,
+    with_lease_table, Change, LeaseRow, LeaseTable, RowWrite, Unseen, Which,
 };
 
 /// A waiting acquire looks again at least this often (ms) even when preloaded: a release
@@ -73,8 +74,8 @@ fn lock_delay() -> Interval {
 
 /// The lease's state before an acquire, seen by one look.
 enum Seen {
-    /// Taken (new token) or extended (same token): the token.
-    Granted(i64),
+    /// Taken (new token) or extended (same token): the slot (0 for the key's lease) and token.
+    Granted { slot: u16, token: i64 },
     /// Held by another owner until this many microseconds from now; `holder` (owner and
     /// token) when a row was read, and whether it expired but its lock-delay has not passed.
     Held {
@@ -91,6 +92,44 @@ impl Seen {
         holder: None,
         delayed: false,
     };
+
+    /// `row`, held by another owner, as seen `now`. Only a waiting acquire needs to know until
+    /// when (0 or less: look again soon).
+    fn held(row: LeaseRow, now: pg_sys::TimestampTz, waiting: bool) -> Seen {
+        let expires_in_us = match waiting {
+            true => row.available_at.map_or(0, |at| at - now),
+            false => 0,
+        };
+        Seen::Held {
+            expires_in_us,
+            holder: row.owner.map(|owner| (owner, row.token)),
+            delayed: row.expires_at.is_some_and(|at| at <= now),
+        }
+    }
+
+    /// Of two looks at slots held by others, what a waiter needs: the sooner availability, a
+    /// holder to name, whether either was delayed.
+    fn sooner(self, other: Seen) -> Seen {
+        match (self, other) {
+            (
+                Seen::Held {
+                    expires_in_us: a,
+                    holder,
+                    delayed: delayed_a,
+                },
+                Seen::Held {
+                    expires_in_us: b,
+                    holder: other_holder,
+                    delayed: delayed_b,
+                },
+            ) => Seen::Held {
+                expires_in_us: a.min(b),
+                holder: holder.or(other_holder),
+                delayed: delayed_a || delayed_b,
+            },
+            (granted @ Seen::Granted { .. }, _) | (_, granted) => granted,
+        }
+    }
 }
 
 /// What an acquire did to the lease, for fenced_lock_stats.
@@ -128,11 +167,59 @@ struct Acquire<'a> {
     ttl: Interval,
     /// Whether the acquire waits (then it needs to know until when a lease is held).
     waiting: bool,
+    /// A permit of the key's lease semaphore of this many permits; None: the key's lease.
+    permits: Option<u16>,
 }
 
-/// One attempt: the lease if it is free, expired, or held by the acquire's owner (and the
-/// caller's role, `role`).
-fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid) -> Seen {
+/// One look: the key's lease, or a permit of it.
+fn look(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid) -> Seen {
+    match acquire.permits {
+        None => attempt(lease, acquire, role, 0),
+        Some(permits) => attempt_permits(lease, acquire, role, permits),
+    }
+}
+
+/// One look at a lease semaphore: the owner's own permit (extended, or a new token after its
+/// expiry), whatever its slot; else the lowest slot within `permits` that is free, released
+/// or available after its holder's expiry.
+fn attempt_permits(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, permits: u16) -> Seen {
+    let rows = rows_of(lease, acquire.keyed.key);
+    let own = |row: &LeaseRow| row.owner.as_deref() == Some(acquire.owner) && row.held_for(role);
+    if let Some(row) = rows.iter().find(|row| row.slot >= 1 && own(row)) {
+        return attempt(lease, acquire, role, row.slot);
+    }
+    let now = unguarded::now();
+    let mut by_slot: Vec<Option<LeaseRow>> = (0..=permits).map(|_| None).collect();
+    for row in rows
+        .into_iter()
+        .filter(|row| (1..=permits).contains(&row.slot))
+    {
+        let slot = usize::from(row.slot);
+        by_slot[slot] = Some(row);
+    }
+    let mut seen: Option<Seen> = None;
+    for slot in 1..=permits {
+        // A slot held by another owner until later is not looked at again.
+        let this = match by_slot[usize::from(slot)].take() {
+            Some(row) if row.owner.is_some() && row.available_at.is_none_or(|at| at > now) => {
+                Seen::held(row, now, acquire.waiting)
+            }
+            _ => attempt(lease, acquire, role, slot),
+        };
+        if let Seen::Granted { .. } = this {
+            return this;
+        }
+        seen = Some(match seen {
+            Some(seen) => seen.sooner(this),
+            None => this,
+        });
+    }
+    seen.expect("at least one permit")
+}
+
+/// One attempt at slot `slot` of the key (0: its lease): the lease if it is free, expired, or
+/// held by the acquire's owner (and the caller's role, `role`).
+fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, slot: u16) -> Seen {
     let Acquire {
         fcinfo,
         function,
@@ -140,6 +227,7 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid) -> Seen {
         owner,
         ttl,
         waiting,
+        permits: _,
     } = *acquire;
     let columns = &lease.columns;
     let (ttl, delay) = (ttl.into_datum(), lock_delay().into_datum());
@@ -185,33 +273,20 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid) -> Seen {
                 (new_holder(token), (token, granted))
             })
         };
-        match write_found(lease, function, keyed.key, granted) {
+        match write_found(lease, function, keyed.key, Which::Slot(slot), granted) {
             Found::Written((token, granted)) => {
                 granted.count(keyed.key);
-                return Seen::Granted(token);
+                return Seen::Granted { slot, token };
             }
-            // Held by another owner (until its expiry and lock-delay). Only a waiting acquire
-            // needs to know until when (0 or less: look again soon).
-            Found::Refused(row) => {
-                let expires_in_us = match waiting {
-                    true => row.available_at.map_or(0, |at| at - now),
-                    false => 0,
-                };
-                let delayed = row.expires_at.is_some_and(|at| at <= now);
-                let holder = row.owner.map(|owner| (owner, row.token));
-                return Seen::Held {
-                    expires_in_us,
-                    holder,
-                    delayed,
-                };
-            }
+            // Held by another owner (until its expiry and lock-delay).
+            Found::Refused(row) => return Seen::held(row, now, waiting),
             // Locked by another open transaction: look again soon.
             Found::Busy => return Seen::BUSY,
             Found::Absent => {}
         }
         // No row: the key was never leased, or its row was swept. A first lease being written
         // by another open transaction holds the key's first-lease lock until it ends: busy.
-        if !lock_first_lease(keyed.key) {
+        if !lock_first_lease(keyed.key, slot) {
             return Seen::BUSY;
         }
         // With that lock, nobody else writes the key's first lease through these functions;
@@ -221,14 +296,14 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid) -> Seen {
         // (the owner's own INSERT, a restore) is busy until it ends: no look sees it sooner.
         // Either way the lock was for a write that does not happen: it is let go, so that it
         // never stands in the way of the key's next first lease.
-        match unseen_row(lease, keyed.key) {
+        match unseen_row(lease, keyed.key, slot) {
             Unseen::Nothing => {}
             Unseen::InProgress => {
-                unlock_first_lease(keyed.key);
+                unlock_first_lease(keyed.key, slot);
                 return Seen::BUSY;
             }
             Unseen::Committed => {
-                unlock_first_lease(keyed.key);
+                unlock_first_lease(keyed.key, slot);
                 if transaction_snapshot() {
                     FencedError::LeaseChangedAfterSnapshot {
                         function,
@@ -248,9 +323,14 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid) -> Seen {
             (columns.ns, keyed.key.ns.into_datum()),
             (columns.id, keyed.key.id.into_datum()),
         ]);
+        row.extend(
+            columns
+                .slot
+                .map(|column| (column, i32::from(slot).into_datum())),
+        );
         insert_row(lease, &row);
         Granted::Acquired.count(keyed.key);
-        return Seen::Granted(token);
+        return Seen::Granted { slot, token };
     }
 }
 
@@ -271,10 +351,10 @@ fn renewal(
     (changes, expires_at)
 }
 
-/// Writes what `change` gives to the row of the lease on `key` held with `token` by `role`
-/// (or a role it is a member of), as `write_found` does: what `change` returned with its
-/// changes, or None when no lease is held with that token. Never waits (55P03: the caller must
-/// hear that it could not write).
+/// Writes what `change` gives to the row of the key's lease (or of a permit of it) held with
+/// `token` by `role` (or a role it is a member of), as `write_found` does: what `change`
+/// returned with its changes, or None when no lease is held with that token. Never waits
+/// (55P03: the caller must hear that it could not write).
 fn write_held<T>(
     lease: &LeaseTable,
     function: &'static str,
@@ -282,7 +362,10 @@ fn write_held<T>(
     mut change: impl FnMut() -> (Vec<Change>, T),
 ) -> Option<T> {
     let held = |row: &LeaseRow| row.token == token && row.owner.is_some() && row.held_for(role);
-    match write_found(lease, function, key, |row| held(row).then(&mut change)) {
+    let which = Which::Token(token);
+    match write_found(lease, function, key, which, |row| {
+        held(row).then(&mut change)
+    }) {
         Found::Written(result) => Some(result),
         Found::Busy => FencedError::LeaseRowBusy { function, key }.raise(),
         Found::Absent | Found::Refused(_) => None,
@@ -301,7 +384,7 @@ enum Found<T> {
     Written(T),
 }
 
-/// Finds the row of the lease on `key` and writes what `change` makes of it as seen
+/// Finds the row of `key` that `which` names and writes what `change` makes of it as seen
 /// (`update_row`: that version only, without waiting), so that a caller that only looks never
 /// stands in the holder's way. A row changed after the look's snapshot is looked at again with
 /// a newer one, unless the transaction reads one snapshot throughout: then 40001 (a look again
@@ -310,10 +393,11 @@ fn write_found<T>(
     lease: &LeaseTable,
     function: &'static str,
     key: LockKey,
+    which: Which,
     mut change: impl FnMut(&LeaseRow) -> Option<(Vec<Change>, T)>,
 ) -> Found<T> {
     loop {
-        let Some(row) = find(lease, key) else {
+        let Some(row) = find(lease, key, which) else {
             return Found::Absent;
         };
         let Some((changes, result)) = change(&row) else {
@@ -346,13 +430,13 @@ fn transaction_snapshot() -> bool {
     unsafe { pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 }
 }
 
-/// The transaction-level lock that orders the first leases of `key` (an advisory lock tag of
-/// its own: objsubid 3 in pg_locks), taken without waiting: false when another open
-/// transaction is writing the key's first lease.
-fn lock_first_lease(key: LockKey) -> bool {
+/// The transaction-level lock that orders the first leases of `key`'s `slot` (0: the key's
+/// lease), taken without waiting: false when another open transaction is writing that first
+/// lease.
+fn lock_first_lease(key: LockKey, slot: u16) -> bool {
     unsafe {
         pg_sys::LockAcquire(
-            &first_lease_tag(key),
+            &first_lease_tag(key, slot),
             pg_sys::ExclusiveLock as _,
             false,
             true,
@@ -362,14 +446,20 @@ fn lock_first_lease(key: LockKey) -> bool {
 
 /// Lets go of the hold `lock_first_lease` took (one of this transaction's holds, if it had
 /// taken the lock before).
-fn unlock_first_lease(key: LockKey) {
-    unsafe { pg_sys::LockRelease(&first_lease_tag(key), pg_sys::ExclusiveLock as _, false) };
+fn unlock_first_lease(key: LockKey, slot: u16) {
+    let tag = first_lease_tag(key, slot);
+    unsafe { pg_sys::LockRelease(&tag, pg_sys::ExclusiveLock as _, false) };
 }
 
-fn first_lease_tag(key: LockKey) -> pg_sys::LOCKTAG {
-    pg_sys::LOCKTAG {
-        locktag_field4: 3,
-        ..key.locktag()
+/// The key's lease: an advisory lock tag of its own (objsubid 3 in pg_locks); a permit's: a
+/// user lock above every permit slot and below the permit line (types::LockKey::permit_tag).
+fn first_lease_tag(key: LockKey, slot: u16) -> pg_sys::LOCKTAG {
+    match slot {
+        0 => pg_sys::LOCKTAG {
+            locktag_field4: 3,
+            ..key.locktag()
+        },
+        slot => key.permit_tag(MAX_PERMITS as u16 + slot),
     }
 }
 
@@ -435,15 +525,15 @@ impl LeaseWait {
     }
 }
 
-/// Acquires the lease, waiting up to `wait` (None: not at all); the token or None.
+/// Acquires the lease (with `permits`: a permit of it), waiting up to `wait` (None: not at
+/// all); the slot (0 for the lease) and token, or None.
 fn acquire(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
     keyed: crate::locking::Keyed,
-    owner: Option<&str>,
-    ttl: Option<Interval>,
+    (owner, ttl, permits): (Option<&str>, Option<Interval>, Option<u16>),
     wait: Option<Interval>,
-) -> Option<i64> {
+) -> Option<(u16, i64)> {
     let owner = crate::locking::owner_argument(owner, function);
     if keyed
         .label
@@ -472,6 +562,7 @@ fn acquire(
         owner,
         ttl,
         waiting: deadline.is_some(),
+        permits,
     };
     let mut wait = LeaseWait::new(call.keyed.key);
     loop {
@@ -480,14 +571,14 @@ fn acquire(
         if let (Some(channel), Some(_)) = (channel, deadline) {
             unsafe { pg_sys::ConditionVariablePrepareToSleep(channel) };
         }
-        let seen = with_lease_table(fcinfo, |lease, role| attempt(lease, &call, role));
+        let seen = with_lease_table(fcinfo, |lease, role| look(lease, &call, role));
         let expires_in_us = match seen {
-            Seen::Granted(token) => {
+            Seen::Granted { slot, token } => {
                 if channel.is_some() && deadline.is_some() {
                     unsafe { pg_sys::ConditionVariableCancelSleep() };
                 }
                 wait.granted();
-                return Some(token);
+                return Some((slot, token));
             }
             Seen::Held {
                 expires_in_us,
@@ -533,7 +624,9 @@ key_forms! {
     attributes: [volatile, parallel_unsafe],
     arguments: (owner: Option<&str>, ttl: Option<Interval>),
     returns: Option<i64>,
-    |fcinfo, function, keyed| acquire(fcinfo, function, keyed, owner, ttl, None),
+    |fcinfo, function, keyed| {
+        acquire(fcinfo, function, keyed, (owner, ttl, None), None).map(|(_, token)| token)
+    },
 }
 
 // The same, waiting up to `wait` for a release or the holder's expiry; then NULL.
@@ -544,12 +637,54 @@ key_forms! {
     arguments: (owner: Option<&str>, ttl: Option<Interval>, wait: Option<Interval>),
     returns: Option<i64>,
     |fcinfo, function, keyed| {
-        let wait = required(wait, function, "wait").or_raise();
-        if wait.as_micros() < 0 {
-            FencedError::NegativeTimeout.raise();
-        }
-        acquire(fcinfo, function, keyed, owner, ttl, Some(wait))
+        let wait = wait_argument(wait, function);
+        acquire(fcinfo, function, keyed, (owner, ttl, None), Some(wait)).map(|(_, token)| token)
     },
+}
+
+// A permit of the key's lease semaphore of `permits` for `owner`, for `ttl`: one row (slot,
+// token) when the owner already holds one (the same row, the TTL extended) or a slot within
+// `permits` is free, released or expired; no row otherwise. Renewed and released as any lease,
+// by its token.
+key_forms! {
+    names: ["acquire_lease_permit", "acquire_lease_permit_named",
+            "acquire_lease_permit_named_bigint"],
+    rust: [acquire_lease_permit, acquire_lease_permit_named, acquire_lease_permit_named_bigint],
+    attributes: [volatile, parallel_unsafe],
+    arguments: (permits: Option<i32>, owner: Option<&str>, ttl: Option<Interval>),
+    returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
+    |fcinfo, function, keyed| {
+        let permits = permits_argument(permits, function);
+        let granted = acquire(fcinfo, function, keyed, (owner, ttl, Some(permits)), None);
+        TableIterator::new(granted.map(|(slot, token)| (i32::from(slot), token)))
+    },
+}
+
+// The same, waiting up to `wait` for a release or a holder's expiry; then no row.
+key_forms! {
+    names: ["acquire_lease_permit", "acquire_lease_permit_named",
+            "acquire_lease_permit_named_bigint"],
+    rust: [acquire_lease_permit_wait, acquire_lease_permit_named_wait,
+           acquire_lease_permit_named_bigint_wait],
+    attributes: [volatile, parallel_unsafe],
+    arguments: (permits: Option<i32>, owner: Option<&str>, ttl: Option<Interval>,
+                wait: Option<Interval>),
+    returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
+    |fcinfo, function, keyed| {
+        let permits = permits_argument(permits, function);
+        let wait = wait_argument(wait, function);
+        let granted = acquire(fcinfo, function, keyed, (owner, ttl, Some(permits)), Some(wait));
+        TableIterator::new(granted.map(|(slot, token)| (i32::from(slot), token)))
+    },
+}
+
+/// A waiting acquire's `wait`: required, not negative (22023).
+fn wait_argument(wait: Option<Interval>, function: &'static str) -> Interval {
+    let wait = required(wait, function, "wait").or_raise();
+    if wait.as_micros() < 0 {
+        FencedError::NegativeTimeout.raise();
+    }
+    wait
 }
 
 // Extends the lease held with `token` to `ttl` from now: the new expiry, or NULL when the

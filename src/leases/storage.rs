@@ -349,6 +349,9 @@ pub struct Columns {
     pub expires_at: i16,
     /// None on a table of 0.2.0, before its upgrade.
     pub lock_delay: Option<i16>,
+    /// A permit's slot (0: the key's lease itself); None on a table before 0.4.0's upgrade,
+    /// whose rows are all slot 0.
+    pub slot: Option<i16>,
 }
 
 impl Columns {
@@ -366,6 +369,7 @@ impl Columns {
             renewed_at: number(c"renewed_at"),
             expires_at: number(c"expires_at"),
             lock_delay: Some(number(c"lock_delay")).filter(|&number| number > 0),
+            slot: Some(number(c"slot")).filter(|&number| number > 0),
         }
     }
 
@@ -380,7 +384,10 @@ impl Columns {
 
     fn known(&self, number: i16) -> bool {
         let always = [self.ns, self.id, self.token, self.acquired_at];
-        always.contains(&number) || self.cleared(number) || self.lock_delay == Some(number)
+        always.contains(&number)
+            || self.cleared(number)
+            || self.lock_delay == Some(number)
+            || self.slot == Some(number)
     }
 }
 
@@ -389,6 +396,8 @@ pub struct LeaseRow {
     ctid: pg_sys::ItemPointerData,
     /// A copy of the row version, for `update_row`.
     tuple: pg_sys::HeapTuple,
+    /// The permit's slot; 0 for the key's lease itself.
+    pub slot: u16,
     pub owner: Option<String>,
     /// The role that took it (InvalidOid for none).
     holder: pg_sys::Oid,
@@ -424,6 +433,10 @@ impl LeaseRow {
             LeaseRow {
                 ctid: (*tuple).t_self,
                 tuple: pg_sys::heap_copytuple(tuple),
+                slot: columns
+                    .slot
+                    .and_then(column)
+                    .map_or(0, |slot| slot.value() as u16),
                 owner: column(columns.owner).and_then(|owner| String::from_datum(owner, false)),
                 holder: column(columns.holder).map_or(pg_sys::InvalidOid, |holder| {
                     pg_sys::Oid::from(holder.value() as u32)
@@ -498,12 +511,41 @@ fn as_a_statement_sees<R>(work: impl FnOnce(pg_sys::Snapshot) -> R) -> R {
     }
 }
 
-/// The row of the lease on `key`, read through the table's primary key, as a statement run
-/// now would see it.
-pub fn find(lease: &LeaseTable, key: LockKey) -> Option<LeaseRow> {
+/// Which row of a key: its lease (slot 0) or a permit's (`Slot`), or the one held with a token.
+#[derive(Clone, Copy)]
+pub enum Which {
+    Slot(u16),
+    Token(i64),
+}
+
+/// The row of `key` that `which` names, read through the table's primary key, as a statement
+/// run now would see it.
+pub fn find(lease: &LeaseTable, key: LockKey, which: Which) -> Option<LeaseRow> {
+    let slot = match which {
+        Which::Slot(slot) => Some(slot),
+        Which::Token(_) => None,
+    };
     as_a_statement_sees(|snapshot| unsafe {
-        scan_key(lease, key, snapshot, |tuple| LeaseRow::read(lease, tuple))
+        scan_key(lease, key, slot, snapshot, |tuple| {
+            let row = LeaseRow::read(lease, tuple);
+            match which {
+                Which::Token(token) if row.token != token => None,
+                _ => Some(row),
+            }
+        })
     })
+}
+
+/// Every row of `key` (its lease and its permits' leases), as `find` sees each.
+pub fn rows_of(lease: &LeaseTable, key: LockKey) -> Vec<LeaseRow> {
+    let mut rows = Vec::new();
+    as_a_statement_sees(|snapshot| unsafe {
+        scan_key(lease, key, None, snapshot, |tuple| {
+            rows.push(LeaseRow::read(lease, tuple));
+            None::<()>
+        })
+    });
+    rows
 }
 
 /// A row of a key that a look, which found none, did not see.
@@ -519,12 +561,12 @@ pub enum Unseen {
 
 /// The key's row that a look, which found none, did not see: a dirty snapshot's view, as the
 /// unique index's own check has it.
-pub fn unseen_row(lease: &LeaseTable, key: LockKey) -> Unseen {
+pub fn unseen_row(lease: &LeaseTable, key: LockKey, slot: u16) -> Unseen {
     unsafe {
         let mut dirty = dirty_snapshot();
         let dirty: pg_sys::Snapshot = &mut dirty;
         // The dirty snapshot reports the row's inserter while it runs.
-        match scan_key(lease, key, dirty, |_| (*dirty).xmin) {
+        match scan_key(lease, key, Some(slot), dirty, |_| Some((*dirty).xmin)) {
             None => Unseen::Nothing,
             Some(pg_sys::InvalidTransactionId) => Unseen::Committed,
             Some(_) => Unseen::InProgress,
@@ -541,24 +583,30 @@ fn dirty_snapshot() -> pg_sys::SnapshotData {
     dirty
 }
 
-/// `read` of the row of the lease on `key` that `snapshot` sees, if any, found through the
-/// primary key's open index (without one, a scan of the table); its buffer is pinned while
-/// `read` runs.
+/// The first answer of `read` for the rows of `key` that `snapshot` sees (of its `slot` only,
+/// when given), found through the primary key's open index (without one, a scan of the table);
+/// each row's buffer is pinned while `read` runs.
 ///
 /// # Safety
 /// `snapshot` must be valid.
 unsafe fn scan_key<R>(
     lease: &LeaseTable,
     key: LockKey,
+    slot: Option<u16>,
     snapshot: pg_sys::Snapshot,
-    read: impl FnOnce(pg_sys::HeapTuple) -> R,
+    mut read: impl FnMut(pg_sys::HeapTuple) -> Option<R>,
 ) -> Option<R> {
+    let columns = &lease.columns;
+    let mut equal = vec![(columns.ns, key.ns), (columns.id, key.id)];
+    match (slot, columns.slot) {
+        (Some(slot), Some(column)) => equal.push((column, slot.into())),
+        // A table without slots (before the upgrade) has slot 0 only.
+        (Some(1..), None) => return None,
+        _ => {}
+    }
     unsafe {
-        let mut keys: [pg_sys::ScanKeyData; 2] = std::mem::zeroed();
-        for (scan_key, (column, value)) in keys
-            .iter_mut()
-            .zip([(lease.columns.ns, key.ns), (lease.columns.id, key.id)])
-        {
+        let mut keys: Vec<pg_sys::ScanKeyData> = vec![std::mem::zeroed(); equal.len()];
+        for (scan_key, &(column, value)) in keys.iter_mut().zip(&equal) {
             pg_sys::ScanKeyInit(
                 scan_key,
                 column,
@@ -568,6 +616,16 @@ unsafe fn scan_key<R>(
             );
         }
         let (heap, index, count) = (lease.heap, lease.key_index, keys.len() as _);
+        // The first row `read` answers for, of those `next` returns until a null one.
+        let mut first = |next: &mut dyn FnMut() -> pg_sys::HeapTuple| loop {
+            let tuple = next();
+            if tuple.is_null() {
+                return None;
+            }
+            if let Some(result) = read(tuple) {
+                return Some(result);
+            }
+        };
         if index.is_null() {
             let scan = pg_sys::systable_beginscan(
                 heap,
@@ -577,16 +635,14 @@ unsafe fn scan_key<R>(
                 count,
                 keys.as_mut_ptr(),
             );
-            let tuple = pg_sys::systable_getnext(scan);
-            let result = (!tuple.is_null()).then(|| read(tuple));
+            let result = first(&mut || pg_sys::systable_getnext(scan));
             pg_sys::systable_endscan(scan);
             return result;
         }
         let scan =
             pg_sys::systable_beginscan_ordered(heap, index, snapshot, count, keys.as_mut_ptr());
-        let tuple =
-            pg_sys::systable_getnext_ordered(scan, pg_sys::ScanDirection::ForwardScanDirection);
-        let result = (!tuple.is_null()).then(|| read(tuple));
+        let forward = pg_sys::ScanDirection::ForwardScanDirection;
+        let result = first(&mut || pg_sys::systable_getnext_ordered(scan, forward));
         pg_sys::systable_endscan_ordered(scan);
         result
     }
