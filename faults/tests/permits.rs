@@ -1,10 +1,13 @@
 //! Fenced counting semaphores under several real clients: waiters are granted in arrival
-//! order, a smaller permit count grants no slot above it while holders above it finish, and a
+//! order, a smaller permit count grants no slot above it while holders above it finish, a
 //! killed session holder's slot goes to the head of the line with a larger token, so the dead
-//! holder's late write is refused.
+//! holder's late write is refused, and so is that of a lease permit's holder paused (SIGSTOP)
+//! past its TTL.
 
 use fenced_lock_faults::{Server, DATABASE};
 use postgres::{Client, NoTls};
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -250,4 +253,144 @@ fn a_killed_holders_slot_is_reused_and_its_write_refused() {
         .unwrap()
         .get(0);
     assert_eq!(worker, "new");
+}
+
+fn signal(pid: u32, name: &str) {
+    let sent = Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success(), "kill -{name} {pid}");
+}
+
+/// A lease permit's holder, a psql process, is paused (SIGSTOP) while it works with its
+/// permit; its TTL runs out and a waiting owner gets the slot with a larger token and writes.
+/// Resumed, the holder writes with its old token: refused; and its renewal finds the lease lost.
+#[test]
+fn a_paused_lease_permit_holder_is_refused_after_its_slot_is_reused() {
+    let server = Server::fresh("permits-paused-lease", &[PRELOAD]);
+    server.create_database();
+    let mut admin = server.connect(DATABASE);
+    admin
+        .batch_execute(
+            "CREATE TABLE partitions (id int PRIMARY KEY, fence bigint, worker text);
+             INSERT INTO partitions VALUES (1, NULL, NULL);",
+        )
+        .unwrap();
+    let mut holder = Command::new("/usr/lib/postgresql/15/bin/psql")
+        .args(["-XAtq", "-v", "ON_ERROR_STOP=1", &server.url(DATABASE)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("psql starts");
+    holder
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(
+            b"SELECT slot, token FROM acquire_lease_permit(7704, 1, 1, 'paused', '300 ms') \\gset
+SELECT pg_sleep(0.2);
+SELECT 'written=' || fenced_update('partitions', :slot, :token, '{\"worker\": \"paused\"}');
+SELECT 'renewed=' || (renew_lease(7704, 1, :token, '300 ms') IS NOT NULL);
+SELECT 'token=' || :token;
+",
+        )
+        .unwrap();
+    until(&mut admin, "the holder's lease", |admin| {
+        let held: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM fenced_leases WHERE ns = 7704 AND owner = 'paused'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        held == 1
+    });
+    signal(holder.id(), "STOP");
+
+    // The successor waits for the slot: granted once the paused holder's TTL runs out.
+    let mut successor = server.connect(DATABASE);
+    let row = successor
+        .query_one(
+            "SELECT slot, token FROM acquire_lease_permit(7704, 1, 1, 'successor', '1 minute', '20 s')",
+            &[],
+        )
+        .unwrap();
+    let (slot, token): (i32, i64) = (row.get(0), row.get(1));
+    assert_eq!(slot, 1);
+    let written: bool = successor
+        .query_one(
+            "SELECT fenced_update('partitions', $1::int::text, $2, '{\"worker\": \"successor\"}')",
+            &[&slot, &token],
+        )
+        .unwrap()
+        .get(0);
+    assert!(written);
+
+    signal(holder.id(), "CONT");
+    let output = holder.wait_with_output().unwrap();
+    assert!(output.status.success(), "psql ran its script");
+    let printed = String::from_utf8(output.stdout).unwrap();
+    let old_token: i64 = printed
+        .lines()
+        .find_map(|line| line.strip_prefix("token="))
+        .expect("the holder printed its token")
+        .parse()
+        .unwrap();
+    assert!(token > old_token, "{token} above {old_token}");
+    assert!(printed.contains("written=false"), "{printed}");
+    assert!(printed.contains("renewed=false"), "{printed}");
+    let worker: String = admin
+        .query_one("SELECT worker FROM partitions WHERE id = 1", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(worker, "successor");
+}
+
+/// A waiting lease permit acquire is granted the slot a release frees (with a larger token),
+/// long before the holder's TTL would have run out.
+#[test]
+fn a_released_lease_permit_goes_to_its_waiter() {
+    let server = Server::fresh("permits-lease-wait", &[PRELOAD]);
+    server.create_database();
+    let mut holder = server.connect(DATABASE);
+    let row = holder
+        .query_one(
+            "SELECT slot, token FROM acquire_lease_permit(7705, 1, 1, 'holder', '1 hour')",
+            &[],
+        )
+        .unwrap();
+    let (slot, held_token): (i32, i64) = (row.get(0), row.get(1));
+    assert_eq!(slot, 1);
+    let url = server.url(DATABASE);
+    let waiter = thread::spawn(move || {
+        let mut client = Client::connect(&url, NoTls).unwrap();
+        let row = client
+            .query_one(
+                "SELECT slot, token FROM acquire_lease_permit(7705, 1, 1, 'waiter', '1 minute', '1 hour')",
+                &[],
+            )
+            .unwrap();
+        (row.get::<_, i32>(0), row.get::<_, i64>(1))
+    });
+    let mut admin = server.connect(DATABASE);
+    until(&mut admin, "the waiter to wait", |admin| {
+        let waiting: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                  WHERE query LIKE '%''waiter''%' AND wait_event_type = 'Extension'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        waiting == 1
+    });
+    let released: bool = holder
+        .query_one("SELECT release_lease(7705, 1, $1)", &[&held_token])
+        .unwrap()
+        .get(0);
+    assert!(released);
+    let (slot, token) = waiter.join().unwrap();
+    assert_eq!(slot, 1);
+    assert!(token > held_token);
 }
