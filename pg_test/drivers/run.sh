@@ -127,12 +127,12 @@ output=$(
 echo "$output"
 passed=$(grep -cE ': ok( |$)' <<<"$output")
 failed=$(grep -c ': FAILED' <<<"$output")
-# A line per pattern: the Python drivers 11 direct and 10 pooled, node-postgres and
-# rust-postgres 10 and 9, the others 9 and 8 (lease_wait needs threads: Python only;
+# A line per pattern: the Python drivers 14 direct and 13 pooled, node-postgres and
+# rust-postgres 13 and 12, the others 12 and 11 (lease_wait needs threads: Python only;
 # many_keys: Python, node-postgres and rust-postgres); the lease stress run; a mixed line per
 # driver and one per control.
 controls=$(printf '%s\n' "${DRIVERS[@]}" | grep -c '|[a-z]\+$')
-expected=$((4 * (11 + 10) + 2 * (10 + 9) + 6 * (9 + 8) + 1 + ${#DRIVERS[@]} + controls))
+expected=$((4 * (14 + 13) + 2 * (13 + 12) + 6 * (12 + 11) + 1 + ${#DRIVERS[@]} + controls))
 if ((passed + failed != expected)); then
     echo "drivers: expected $expected result lines, got $((passed + failed))"
     failed=$((failed + expected - passed - failed))

@@ -194,6 +194,57 @@ var patterns = []pattern{
 			check(released == true, "released %#v", released)
 		}
 	}},
+	{"permits", func(a, b *pgx.Conn) {
+		// One permit: a slot and a token as a row; the other client's try gets no row (count
+		// 0), never a NULL row; after the holder's commit, a larger token.
+		key := base + 13
+		must(a, "BEGIN")
+		slot := must(a, "SELECT slot FROM acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
+		token := must(a, "SELECT token FROM acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
+		must(b, "BEGIN")
+		none := must(b, "SELECT count(*) FROM try_acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
+		must(b, "ROLLBACK")
+		must(a, "COMMIT")
+		must(b, "BEGIN")
+		later := must(b, "SELECT token FROM try_acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
+		must(b, "COMMIT")
+		check(slot == int32(1) && positive(token), "slot %#v, token %#v", slot, token)
+		check(none == int64(0), "a second holder of one permit: %#v rows", none)
+		check(positive(later) && later.(int64) > token.(int64), "next token %#v", later)
+	}},
+	{"lease_permit", func(a, b *pgx.Conn) {
+		// A permit as a lease: every call commits on its own, so it works through the pooler.
+		key, ttl := base+14, 30*time.Second
+		token := must(a, "SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5)", 4206, key, 1, "a", ttl)
+		none := must(b, "SELECT count(*) FROM acquire_lease_permit($1, $2, $3, $4, $5)", 4206, key, 1, "b", ttl)
+		expiry := must(a, "SELECT renew_lease($1, $2, $3, $4)", 4206, key, token, ttl)
+		released := must(a, "SELECT release_lease($1, $2, $3)", 4206, key, token)
+		taken := must(b, "SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5, $6)", 4206, key, 1, "b",
+			ttl, 5*time.Second)
+		must(b, "SELECT release_lease($1, $2, $3)", 4206, key, taken)
+		check(positive(token), "token %#v", token)
+		check(none == int64(0), "another owner got a permit: %#v rows", none)
+		_, isTime := expiry.(time.Time)
+		check(isTime, "renew returned %#v", expiry)
+		check(released == true && positive(taken) && taken.(int64) > token.(int64),
+			"released %#v, next token %#v", released, taken)
+	}},
+	{"shared_lock", func(a, b *pgx.Conn) {
+		// Two readers at once, each with its own token; a writer's try is busy (NULL) meanwhile.
+		key := base + 15
+		must(a, "BEGIN")
+		must(b, "BEGIN")
+		first := must(a, "SELECT acquire_fenced_shared($1, $2)", 4206, key)
+		second := must(b, "SELECT try_acquire_fenced_shared($1, $2)", 4206, key)
+		must(b, "ROLLBACK")
+		must(b, "BEGIN")
+		busy := must(b, "SELECT try_acquire_fenced($1, $2)", 4206, key)
+		must(b, "ROLLBACK")
+		must(a, "COMMIT")
+		check(positive(first) && positive(second) && second.(int64) > first.(int64),
+			"readers' tokens %#v, %#v", first, second)
+		check(busy == nil, "a writer got %#v beside a reader", busy)
+	}},
 	{"session_lease", func(a, b *pgx.Conn) {
 		token := must(a, "SELECT acquire_fenced_session($1, $2)", 4201, base+6)
 		held := must(a, "SELECT current_fence($1, $2)", 4201, base+6)

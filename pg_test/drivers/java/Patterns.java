@@ -289,6 +289,59 @@ public final class Patterns {
                 check(Boolean.TRUE.equals(released), "released " + released);
             }
         });
+        patterns.put("permits", (a, b) -> {
+            // One permit: a slot and a token as a row; the other client's try gets no row
+            // (count 0), never a NULL row; after the holder's commit, a larger token.
+            int key = base + 13;
+            one(a, "BEGIN");
+            Object slot = one(a, "SELECT slot FROM acquire_fenced_permit(?, ?, ?)", 4206, key, 1);
+            Object token = one(a, "SELECT token FROM acquire_fenced_permit(?, ?, ?)", 4206, key, 1);
+            one(b, "BEGIN");
+            Object none = one(b, "SELECT count(*) FROM try_acquire_fenced_permit(?, ?, ?)", 4206, key, 1);
+            one(b, "ROLLBACK");
+            one(a, "COMMIT");
+            one(b, "BEGIN");
+            Object later = one(b, "SELECT token FROM try_acquire_fenced_permit(?, ?, ?)", 4206, key, 1);
+            one(b, "COMMIT");
+            check(Integer.valueOf(1).equals(slot) && positive(token), "slot " + slot + ", token " + token);
+            check(Long.valueOf(0).equals(none), "a second holder of one permit: " + none + " rows");
+            check(positive(later) && (Long) later > (Long) token, "next token " + later);
+        });
+        patterns.put("lease_permit", (a, b) -> {
+            // A permit as a lease: every call commits on its own, so it works through the pooler.
+            int key = base + 14;
+            String ttl = "30 seconds";
+            Object token = one(a, "SELECT token FROM acquire_lease_permit(?, ?, ?, ?, ?::interval)", 4206, key, 1,
+                    "a", ttl);
+            Object none = one(b, "SELECT count(*) FROM acquire_lease_permit(?, ?, ?, ?, ?::interval)", 4206, key,
+                    1, "b", ttl);
+            Object expiry = one(a, "SELECT renew_lease(?, ?, ?, ?::interval)", 4206, key, token, ttl);
+            Object released = one(a, "SELECT release_lease(?, ?, ?)", 4206, key, token);
+            Object taken = one(b, "SELECT token FROM acquire_lease_permit(?, ?, ?, ?, ?::interval, ?::interval)",
+                    4206, key, 1, "b", ttl, "5 seconds");
+            one(b, "SELECT release_lease(?, ?, ?)", 4206, key, taken);
+            check(positive(token), "token " + token);
+            check(Long.valueOf(0).equals(none), "another owner got a permit: " + none + " rows");
+            check(expiry instanceof Timestamp, "renew returned " + expiry);
+            check(Boolean.TRUE.equals(released) && positive(taken) && (Long) taken > (Long) token,
+                    "released " + released + ", next token " + taken);
+        });
+        patterns.put("shared_lock", (a, b) -> {
+            // Two readers at once, each with its own token; a writer's try is busy (NULL).
+            int key = base + 15;
+            one(a, "BEGIN");
+            one(b, "BEGIN");
+            Object first = one(a, "SELECT acquire_fenced_shared(?, ?)", 4206, key);
+            Object second = one(b, "SELECT try_acquire_fenced_shared(?, ?)", 4206, key);
+            one(b, "ROLLBACK");
+            one(b, "BEGIN");
+            Object busy = one(b, "SELECT try_acquire_fenced(?, ?)", 4206, key);
+            one(b, "ROLLBACK");
+            one(a, "COMMIT");
+            check(positive(first) && positive(second) && (Long) second > (Long) first,
+                    "readers' tokens " + first + ", " + second);
+            check(busy == null, "a writer got " + busy + " beside a reader");
+        });
         patterns.put("session_lease", (a, b) -> {
             Object token = one(a, "SELECT acquire_fenced_session(?, ?)", 4201, base + 6);
             Object held = one(a, "SELECT current_fence(?, ?)", 4201, base + 6);

@@ -158,6 +158,63 @@ const patterns = {
     }
   },
 
+  async permits(a, b) {
+    // One permit: a slot and a token as a row; the other client's try gets no row (count 0),
+    // never a NULL row; after the holder's commit, a larger token.
+    const key = BASE + 13;
+    await one(a, 'BEGIN');
+    const slot = await one(a, 'SELECT slot FROM acquire_fenced_permit($1, $2, $3)', 4206, key, 1);
+    const token = await one(a, 'SELECT token FROM acquire_fenced_permit($1, $2, $3)', 4206, key, 1);
+    await one(b, 'BEGIN');
+    const none = await one(b, 'SELECT count(*) FROM try_acquire_fenced_permit($1, $2, $3)',
+      4206, key, 1);
+    await one(b, 'ROLLBACK');
+    await one(a, 'COMMIT');
+    await one(b, 'BEGIN');
+    const later = await one(b, 'SELECT token FROM try_acquire_fenced_permit($1, $2, $3)',
+      4206, key, 1);
+    await one(b, 'COMMIT');
+    check(slot === 1 && typeof token === 'bigint' && token > 0n, `slot ${slot}, token ${token}`);
+    check(none === 0n, `a second holder of one permit: ${none} rows`);
+    check(typeof later === 'bigint' && later > token, `next token ${later}`);
+  },
+
+  async lease_permit(a, b) {
+    // A permit as a lease: every call commits on its own, so it works through the pooler.
+    const key = BASE + 14;
+    const ttl = '30 seconds';
+    const acquire = 'SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5)';
+    const token = await one(a, acquire, 4206, key, 1, 'a', ttl);
+    const none = await one(b, 'SELECT count(*) FROM acquire_lease_permit($1, $2, $3, $4, $5)',
+      4206, key, 1, 'b', ttl);
+    const expiry = await one(a, 'SELECT renew_lease($1, $2, $3, $4)', 4206, key, token, ttl);
+    const released = await one(a, 'SELECT release_lease($1, $2, $3)', 4206, key, token);
+    const taken = await one(b, 'SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5, $6)',
+      4206, key, 1, 'b', ttl, '5 seconds');
+    await one(b, 'SELECT release_lease($1, $2, $3)', 4206, key, taken);
+    check(typeof token === 'bigint' && token > 0n, `token ${token}`);
+    check(none === 0n, `another owner got a permit: ${none} rows`);
+    check(expiry instanceof Date, `renew returned ${expiry}`);
+    check(released === true && taken > token, `released ${released}, next token ${taken}`);
+  },
+
+  async shared_lock(a, b) {
+    // Two readers at once, each with its own token; a writer's try is busy (NULL) meanwhile.
+    const key = BASE + 15;
+    await one(a, 'BEGIN');
+    await one(b, 'BEGIN');
+    const first = await one(a, 'SELECT acquire_fenced_shared($1, $2)', 4206, key);
+    const second = await one(b, 'SELECT try_acquire_fenced_shared($1, $2)', 4206, key);
+    await one(b, 'ROLLBACK');
+    await one(b, 'BEGIN');
+    const busy = await one(b, 'SELECT try_acquire_fenced($1, $2)', 4206, key);
+    await one(b, 'ROLLBACK');
+    await one(a, 'COMMIT');
+    check(typeof first === 'bigint' && typeof second === 'bigint' && second > first,
+      `readers' tokens ${first}, ${second}`);
+    check(busy === null, `a writer got ${busy} beside a reader`);
+  },
+
   async session_lease(a) {
     const token = await one(a, 'SELECT acquire_fenced_session($1, $2)', 4201, BASE + 6);
     const held = await one(a, 'SELECT current_fence($1, $2)', 4201, BASE + 6);

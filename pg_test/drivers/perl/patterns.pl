@@ -139,6 +139,64 @@ my %patterns = (
             check($released eq '1', 'released ' . show($released));
         }
     },
+    permits => sub {
+        # One permit: a slot and a token as a row; the other client's try gets no row (count
+        # 0), never a NULL row; after the holder's commit, a larger token.
+        my ($a, $b) = @_;
+        my $key = $base + 13;
+        one($a, 'BEGIN');
+        my $slot = one($a, 'SELECT slot FROM acquire_fenced_permit($1, $2, $3)', 4206, $key, 1);
+        my $token = one($a, 'SELECT token FROM acquire_fenced_permit($1, $2, $3)', 4206, $key, 1);
+        one($b, 'BEGIN');
+        my $none = one($b, 'SELECT count(*) FROM try_acquire_fenced_permit($1, $2, $3)', 4206,
+            $key, 1);
+        one($b, 'ROLLBACK');
+        one($a, 'COMMIT');
+        one($b, 'BEGIN');
+        my $later = one($b, 'SELECT token FROM try_acquire_fenced_permit($1, $2, $3)', 4206,
+            $key, 1);
+        one($b, 'COMMIT');
+        check(defined $slot && $slot == 1 && defined $token && $token > 0,
+            'slot ' . show($slot) . ', token ' . show($token));
+        check(defined $none && $none == 0, 'a second holder of one permit: ' . show($none));
+        check(defined $later && $later > $token, 'next token ' . show($later));
+    },
+    lease_permit => sub {
+        # A permit as a lease: every call commits on its own, so it works through the pooler.
+        my ($a, $b) = @_;
+        my ($key, $ttl) = ($base + 14, '30 seconds');
+        my $acquire = 'SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5)';
+        my $token = one($a, $acquire, 4206, $key, 1, 'a', $ttl);
+        my $none = one($b, 'SELECT count(*) FROM acquire_lease_permit($1, $2, $3, $4, $5)', 4206,
+            $key, 1, 'b', $ttl);
+        my $expiry = one($a, 'SELECT renew_lease($1, $2, $3, $4)', 4206, $key, $token, $ttl);
+        my $released = one($a, 'SELECT release_lease($1, $2, $3)', 4206, $key, $token);
+        my $taken = one($b, 'SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5, $6)',
+            4206, $key, 1, 'b', $ttl, '5 seconds');
+        one($b, 'SELECT release_lease($1, $2, $3)', 4206, $key, $taken);
+        check(defined $token && $token > 0, 'token ' . show($token));
+        check(defined $none && $none == 0, 'another owner got a permit: ' . show($none));
+        check(defined $expiry && $expiry =~ /^\d{4}-\d\d-\d\d /, 'renew returned ' . show($expiry));
+        check($released eq '1' && defined $taken && $taken > $token,
+            'released ' . show($released) . ', next token ' . show($taken));
+    },
+    shared_lock => sub {
+        # Two readers at once, each with its own token; a writer's try is busy (NULL).
+        my ($a, $b) = @_;
+        my $key = $base + 15;
+        one($a, 'BEGIN');
+        one($b, 'BEGIN');
+        my $first = one($a, 'SELECT acquire_fenced_shared($1, $2)', 4206, $key);
+        my $second = one($b, 'SELECT try_acquire_fenced_shared($1, $2)', 4206, $key);
+        one($b, 'ROLLBACK');
+        one($b, 'BEGIN');
+        my $busy = one($b, 'SELECT try_acquire_fenced($1, $2)', 4206, $key);
+        one($b, 'ROLLBACK');
+        one($a, 'COMMIT');
+        check(defined $first && defined $second && $second > $first,
+            "readers' tokens " . show($first) . ', ' . show($second));
+        check(!defined $busy, 'a writer got ' . show($busy) . ' beside a reader');
+    },
     session_lease => sub {
         my ($a) = @_;
         my $token = one($a, 'SELECT acquire_fenced_session($1, $2)', 4201, $base + 6);
@@ -148,7 +206,7 @@ my %patterns = (
     },
 );
 my @order = qw(guarded_write skip_if_busy bounded_wait stale_write named_and_bigint autocommit
-    lease leader_owner session_lease);
+    lease leader_owner permits lease_permit shared_lock session_lease);
 
 my $held = 'SELECT token FROM fenced_locks WHERE ns = $1 AND id = $2 AND pid = pg_backend_pid()';
 

@@ -173,6 +173,57 @@ $patterns = [
             check($a->bool($released), 'released ' . show($released));
         }
     },
+    'permits' => function (Conn $a, Conn $b) use ($base) {
+        // One permit: a slot and a token as a row; the other client's try gets no row (count
+        // 0), never a NULL row; after the holder's commit, a larger token.
+        $key = $base + 13;
+        $a->one('BEGIN');
+        $slot = $a->one('SELECT slot FROM acquire_fenced_permit($1, $2, $3)', 4206, $key, 1);
+        $token = $a->token($a->one('SELECT token FROM acquire_fenced_permit($1, $2, $3)', 4206, $key, 1));
+        $b->one('BEGIN');
+        $none = $b->one('SELECT count(*) FROM try_acquire_fenced_permit($1, $2, $3)', 4206, $key, 1);
+        $b->one('ROLLBACK');
+        $a->one('COMMIT');
+        $b->one('BEGIN');
+        $later = $b->token($b->one('SELECT token FROM try_acquire_fenced_permit($1, $2, $3)', 4206, $key, 1));
+        $b->one('COMMIT');
+        check($slot !== null && (int) $slot === 1 && $token > 0, 'slot ' . show($slot) . ', token ' . show($token));
+        check($none !== null && (int) $none === 0, 'a second holder of one permit: ' . show($none));
+        check($later !== null && $later > $token, 'next token ' . show($later));
+    },
+    'lease_permit' => function (Conn $a, Conn $b) use ($base) {
+        // A permit as a lease: every call commits on its own, so it works through the pooler.
+        [$key, $ttl] = [$base + 14, '30 seconds'];
+        $acquire = 'SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5)';
+        $token = $a->token($a->one($acquire, 4206, $key, 1, 'a', $ttl));
+        $none = $b->one('SELECT count(*) FROM acquire_lease_permit($1, $2, $3, $4, $5)', 4206, $key, 1, 'b', $ttl);
+        $expiry = $a->one('SELECT renew_lease($1, $2, $3, $4)', 4206, $key, $token, $ttl);
+        $released = $a->one('SELECT release_lease($1, $2, $3)', 4206, $key, $token);
+        $taken = $b->token($b->one('SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5, $6)', 4206, $key,
+            1, 'b', $ttl, '5 seconds'));
+        $b->one('SELECT release_lease($1, $2, $3)', 4206, $key, $taken);
+        check($token > 0, 'token ' . show($token));
+        check($none !== null && (int) $none === 0, 'another owner got a permit: ' . show($none));
+        check(strtotime($expiry) > time(), 'renew returned ' . show($expiry));
+        check($a->bool($released) && $taken !== null && $taken > $token,
+            'released ' . show($released) . ', next ' . show($taken));
+    },
+    'shared_lock' => function (Conn $a, Conn $b) use ($base) {
+        // Two readers at once, each with its own token; a writer's try is busy (NULL).
+        $key = $base + 15;
+        $a->one('BEGIN');
+        $b->one('BEGIN');
+        $first = $a->token($a->one('SELECT acquire_fenced_shared($1, $2)', 4206, $key));
+        $second = $b->token($b->one('SELECT try_acquire_fenced_shared($1, $2)', 4206, $key));
+        $b->one('ROLLBACK');
+        $b->one('BEGIN');
+        $busy = $b->one('SELECT try_acquire_fenced($1, $2)', 4206, $key);
+        $b->one('ROLLBACK');
+        $a->one('COMMIT');
+        check($first !== null && $second !== null && $second > $first,
+            "readers' tokens " . show($first) . ', ' . show($second));
+        check($busy === null, 'a writer got ' . show($busy) . ' beside a reader');
+    },
     'session_lease' => function (Conn $a) use ($base) {
         $token = $a->token($a->one('SELECT acquire_fenced_session($1, $2)', 4201, $base + 6));
         $held = $a->token($a->one('SELECT current_fence($1, $2)', 4201, $base + 6));

@@ -318,6 +318,60 @@ def lease_wait(a, b):
     b.one("SELECT release_lease($1, $2, $3)", 4203, key, waited["token"])
 
 
+def permits(a, b):
+    # A fenced semaphore of one permit: a slot and a token as a row; the other client's try
+    # gets no row (count 0), never a NULL row; after the holder's commit, a larger token.
+    key = BASE + 13
+    a.one("BEGIN")
+    slot = a.one("SELECT slot FROM acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
+    token = a.one("SELECT token FROM acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
+    b.one("BEGIN")
+    none = b.one("SELECT count(*) FROM try_acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
+    b.one("ROLLBACK")
+    a.one("COMMIT")
+    b.one("BEGIN")
+    later = b.one("SELECT token FROM try_acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
+    b.one("COMMIT")
+    assert slot == 1 and type(token) is int and token > 0, f"slot {slot!r}, token {token!r}"
+    assert none == 0, f"a second holder of one permit: {none!r} rows"
+    assert type(later) is int and later > token, f"next token {later!r}"
+
+
+def lease_permit(a, b):
+    # A permit as a lease: every call commits on its own, so it works through the pooler.
+    key, ttl = BASE + 14, datetime.timedelta(seconds=30)
+    token = a.one("SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5)", 4206, key, 1,
+                  "a", ttl)
+    none = b.one("SELECT count(*) FROM acquire_lease_permit($1, $2, $3, $4, $5)", 4206, key, 1,
+                 "b", ttl)
+    expiry = a.one("SELECT renew_lease($1, $2, $3, $4)", 4206, key, token, ttl)
+    released = a.one("SELECT release_lease($1, $2, $3)", 4206, key, token)
+    taken = b.one("SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5, $6)", 4206, key, 1,
+                  "b", ttl, datetime.timedelta(seconds=5))
+    b.one("SELECT release_lease($1, $2, $3)", 4206, key, taken)
+    assert type(token) is int and token > 0, f"token {token!r}"
+    assert none == 0, f"another owner got a permit: {none!r} rows"
+    assert isinstance(expiry, datetime.datetime), f"renew returned {expiry!r}"
+    assert released is True and taken > token, f"released {released!r}, next token {taken!r}"
+
+
+def shared_lock(a, b):
+    # Two readers at once, each with its own token; a writer's try is busy (NULL) meanwhile.
+    key = BASE + 15
+    a.one("BEGIN")
+    b.one("BEGIN")
+    first = a.one("SELECT acquire_fenced_shared($1, $2)", 4206, key)
+    second = b.one("SELECT try_acquire_fenced_shared($1, $2)", 4206, key)
+    b.one("ROLLBACK")
+    b.one("BEGIN")
+    busy = b.one("SELECT try_acquire_fenced($1, $2)", 4206, key)
+    b.one("ROLLBACK")
+    a.one("COMMIT")
+    assert type(first) is int and type(second) is int and second > first, \
+        f"readers' tokens {first!r}, {second!r}"
+    assert busy is None, f"a writer got {busy!r} beside a reader"
+
+
 def leader_owner(a, b):
     # Two clients, each with its owner: the second never gets the first's term, whichever
     # server connection the pooler gives it (0.1.0 returned the held term on a shared one).
@@ -333,7 +387,8 @@ def leader_owner(a, b):
 
 def run_patterns():
     patterns = [guarded_write, skip_if_busy, bounded_wait, stale_write, named_and_bigint,
-                many_keys, autocommit, lease, lease_wait, leader_owner]
+                many_keys, autocommit, lease, lease_wait, leader_owner, permits, lease_permit,
+                shared_lock]
     # Session-scoped locks belong to one server connection: not through a transaction pooler.
     if route == "direct":
         patterns.append(session_lease)

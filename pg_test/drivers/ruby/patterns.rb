@@ -127,6 +127,58 @@ PATTERNS = {
       check(released == true, "released #{released.inspect}")
     end
   end,
+  'permits' => lambda do |a, b|
+    # One permit: a slot and a token as a row; the other client's try gets no row (count 0),
+    # never a NULL row; after the holder's commit, a larger token.
+    key = BASE + 13
+    one(a, 'BEGIN')
+    slot = one(a, 'SELECT slot FROM acquire_fenced_permit($1, $2, $3)', 4206, key, 1)
+    token = one(a, 'SELECT token FROM acquire_fenced_permit($1, $2, $3)', 4206, key, 1)
+    one(b, 'BEGIN')
+    none = one(b, 'SELECT count(*) FROM try_acquire_fenced_permit($1, $2, $3)', 4206, key, 1)
+    one(b, 'ROLLBACK')
+    one(a, 'COMMIT')
+    one(b, 'BEGIN')
+    later = one(b, 'SELECT token FROM try_acquire_fenced_permit($1, $2, $3)', 4206, key, 1)
+    one(b, 'COMMIT')
+    check(slot == 1 && token.is_a?(Integer) && token.positive?, "slot #{slot.inspect}, token #{token.inspect}")
+    check(none == 0, "a second holder of one permit: #{none.inspect} rows")
+    check(later.is_a?(Integer) && later > token, "next token #{later.inspect}")
+  end,
+  'lease_permit' => lambda do |a, b|
+    # A permit as a lease: every call commits on its own, so it works through the pooler.
+    key = BASE + 14
+    acquire = 'SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5)'
+    token = one(a, acquire, 4206, key, 1, 'a', '30 seconds')
+    none = one(b, 'SELECT count(*) FROM acquire_lease_permit($1, $2, $3, $4, $5)', 4206, key, 1, 'b',
+               '30 seconds')
+    expiry = one(a, 'SELECT renew_lease($1, $2, $3, $4)', 4206, key, token, '30 seconds')
+    released = one(a, 'SELECT release_lease($1, $2, $3)', 4206, key, token)
+    taken = one(b, 'SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5, $6)', 4206, key, 1, 'b',
+                '30 seconds', '5 seconds')
+    one(b, 'SELECT release_lease($1, $2, $3)', 4206, key, taken)
+    check(token.is_a?(Integer) && token.positive?, "token #{token.inspect}")
+    check(none == 0, "another owner got a permit: #{none.inspect} rows")
+    check(expiry.is_a?(Time), "renew returned #{expiry.inspect}")
+    check(released == true && taken.is_a?(Integer) && taken > token,
+          "released #{released.inspect}, next token #{taken.inspect}")
+  end,
+  'shared_lock' => lambda do |a, b|
+    # Two readers at once, each with its own token; a writer's try is busy (NULL).
+    key = BASE + 15
+    one(a, 'BEGIN')
+    one(b, 'BEGIN')
+    first = one(a, 'SELECT acquire_fenced_shared($1, $2)', 4206, key)
+    second = one(b, 'SELECT try_acquire_fenced_shared($1, $2)', 4206, key)
+    one(b, 'ROLLBACK')
+    one(b, 'BEGIN')
+    busy = one(b, 'SELECT try_acquire_fenced($1, $2)', 4206, key)
+    one(b, 'ROLLBACK')
+    one(a, 'COMMIT')
+    check(first.is_a?(Integer) && second.is_a?(Integer) && second > first,
+          "readers' tokens #{first.inspect}, #{second.inspect}")
+    check(busy.nil?, "a writer got #{busy.inspect} beside a reader")
+  end,
   'session_lease' => lambda do |a, _b|
     token = one(a, 'SELECT acquire_fenced_session($1, $2)', 4201, BASE + 6)
     held = one(a, 'SELECT current_fence($1, $2)', 4201, BASE + 6)

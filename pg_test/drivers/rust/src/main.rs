@@ -277,6 +277,96 @@ impl Suite {
         Ok(())
     }
 
+    fn permits(&mut self) -> Outcome {
+        // One permit: a slot and a token as a row; the other client's try gets no row (count
+        // 0), never a NULL row; after the holder's commit, a larger token.
+        let key = self.base + 13;
+        let mut holder = self.a.transaction().map_err(|e| e.to_string())?;
+        let row = holder
+            .query_one(
+                "SELECT slot, token FROM acquire_fenced_permit($1, $2, $3)",
+                &[&4206, &key, &1],
+            )
+            .map_err(|e| e.to_string())?;
+        let (slot, token): (i32, i64) = (row.get(0), row.get(1));
+        let none: i64 = Self::one(
+            &mut self.b,
+            "SELECT count(*) FROM try_acquire_fenced_permit($1, $2, $3)",
+            &[&4206, &key, &1],
+        )?;
+        holder.commit().map_err(|e| e.to_string())?;
+        let later: i64 = Self::one(
+            &mut self.b,
+            "SELECT token FROM try_acquire_fenced_permit($1, $2, $3)",
+            &[&4206, &key, &1],
+        )?;
+        check(
+            slot == 1 && token > 0,
+            format!("slot {slot}, token {token}"),
+        )?;
+        check(
+            none == 0,
+            format!("a second holder of one permit: {none} rows"),
+        )?;
+        check(later > token, format!("next token {later}"))
+    }
+
+    fn lease_permit(&mut self) -> Outcome {
+        // A permit as a lease: every call commits on its own, so it works through the pooler.
+        let (key, ttl) = (self.base + 14, 30.0f64);
+        let acquire =
+            "SELECT token FROM acquire_lease_permit($1, $2, $3, $4, make_interval(secs => $5))";
+        let count =
+            "SELECT count(*) FROM acquire_lease_permit($1, $2, $3, $4, make_interval(secs => $5))";
+        let token: i64 = Self::one(&mut self.a, acquire, &[&4206, &key, &1, &"a", &ttl])?;
+        let none: i64 = Self::one(&mut self.b, count, &[&4206, &key, &1, &"b", &ttl])?;
+        let renew = "SELECT renew_lease($1, $2, $3, make_interval(secs => $4)) IS NOT NULL";
+        let renewed: bool = Self::one(&mut self.a, renew, &[&4206, &key, &token, &ttl])?;
+        let release = "SELECT release_lease($1, $2, $3)";
+        let released: bool = Self::one(&mut self.a, release, &[&4206, &key, &token])?;
+        let wait = "SELECT token FROM acquire_lease_permit($1, $2, $3, $4, \
+                    make_interval(secs => $5), make_interval(secs => $6))";
+        let taken: i64 = Self::one(&mut self.b, wait, &[&4206, &key, &1, &"b", &ttl, &5.0f64])?;
+        let _: bool = Self::one(&mut self.b, release, &[&4206, &key, &taken])?;
+        check(
+            none == 0,
+            format!("another owner got a permit: {none} rows"),
+        )?;
+        check(
+            token > 0 && renewed && released && taken > token,
+            format!("token {token}, renewed {renewed}, released {released}, next token {taken}"),
+        )
+    }
+
+    fn shared_lock(&mut self) -> Outcome {
+        // Two readers at once, each with its own token; a writer's try is busy (NULL).
+        let key = self.base + 15;
+        let mut reader = self.a.transaction().map_err(|e| e.to_string())?;
+        let first: i64 = reader
+            .query_one("SELECT acquire_fenced_shared($1, $2)", &[&4206, &key])
+            .map_err(|e| e.to_string())?
+            .get(0);
+        let second: Option<i64> = Self::one(
+            &mut self.b,
+            "SELECT try_acquire_fenced_shared($1, $2)",
+            &[&4206, &key],
+        )?;
+        let busy: Option<i64> = Self::one(
+            &mut self.b,
+            "SELECT try_acquire_fenced($1, $2)",
+            &[&4206, &key],
+        )?;
+        reader.commit().map_err(|e| e.to_string())?;
+        check(
+            second.is_some_and(|second| second > first),
+            format!("readers' tokens {first}, {second:?}"),
+        )?;
+        check(
+            busy.is_none(),
+            format!("a writer got {busy:?} beside a reader"),
+        )
+    }
+
     fn session_lease(&mut self) -> Outcome {
         let key = self.base + 6;
         let token: i64 = self
@@ -449,6 +539,9 @@ fn run_patterns(route: String) -> bool {
         ("autocommit", Suite::autocommit),
         ("lease", Suite::lease),
         ("leader_owner", Suite::leader_owner),
+        ("permits", Suite::permits),
+        ("lease_permit", Suite::lease_permit),
+        ("shared_lock", Suite::shared_lock),
     ];
     // Session-scoped locks belong to one server connection: not through a transaction pooler.
     if suite.route == "direct" {
