@@ -25,6 +25,23 @@ BEGIN;
 SELECT try_acquire_fenced_all(1001, '{41,42}');
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
+-- Permits and shared locks too, in either scope.
+BEGIN;
+SELECT * FROM acquire_fenced_permit(1001, 42, 4);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN;
+SELECT * FROM try_acquire_fenced_permit(1001, 42, 4);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT * FROM acquire_fenced_permit_session(1001, 42, 4);
+\echo :LAST_ERROR_SQLSTATE
+BEGIN;
+SELECT acquire_fenced_shared(1001, 42);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT try_acquire_fenced_shared_session(1001, 42);
+\echo :LAST_ERROR_SQLSTATE
 -- Leases too: 25006 from every lease function, whatever a look would find; the
 -- replicated lease table is readable.
 SELECT acquire_lease(1001, 42, 'standby', '1 minute');
@@ -32,6 +49,8 @@ SELECT acquire_lease(1001, 42, 'standby', '1 minute');
 SELECT renew_lease(1001, 42, 1, '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 SELECT release_lease(1001, 42, 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM acquire_lease_permit(1001, 42, 4, 'standby', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS leases FROM fenced_leases;
 -- Nothing was locked on the standby.
