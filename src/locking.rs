@@ -88,17 +88,22 @@ pub(crate) fn owner_argument<'a>(owner: Option<&'a str>, function: &'static str)
     owner
 }
 
-/// The `permits` argument: required (22004), 1..=MAX_PERMITS (22023).
-pub(crate) fn permits_argument(permits: Option<i32>, function: &'static str) -> u16 {
-    let permits = required(permits, function, "permits").or_raise();
-    if !(1..=MAX_PERMITS).contains(&permits) {
+/// A `permits` count or a `slot` number (`name` says which): required (22004),
+/// 1..=MAX_PERMITS (22023).
+pub(crate) fn permit_argument(
+    value: Option<i32>,
+    function: &'static str,
+    name: &'static str,
+) -> u16 {
+    let value = required(value, function, name).or_raise();
+    if !(1..=MAX_PERMITS).contains(&value) {
         FencedError::InvalidArgument {
-            message: format!("{function}: \"permits\" must be between 1 and {MAX_PERMITS}"),
+            message: format!("{function}: \"{name}\" must be between 1 and {MAX_PERMITS}"),
             hint: None,
         }
         .raise();
     }
-    permits as u16
+    value as u16
 }
 
 /// How long an acquisition may wait for the key.

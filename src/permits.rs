@@ -15,11 +15,11 @@ use crate::errors::{refuse_in_parallel_mode, warn_held_for_another_owner, warn_n
 use crate::errors::{FencedError, OrRaise};
 use crate::grants;
 use crate::locking::{
-    current_grant, grant_token, key_forms, permits_argument, refuse_unusable_call,
+    current_grant, grant_token, key_forms, permit_argument, refuse_unusable_call,
 };
 use crate::locking::{take_session_sentinel, Grant, Keyed, Wait};
 use crate::stats::{self, Count};
-use crate::types::{required, LockKey, Lockable, Mode, NewGrant, Scope, MAX_PERMITS};
+use crate::types::{required, LockKey, Lockable, Mode, NewGrant, Scope};
 use crate::wakeups;
 use pgrx::datum::Interval;
 use pgrx::pg_sys;
@@ -34,19 +34,6 @@ const RECHECK_MS: i64 = 1000;
 /// A permit's row: its slot and token.
 type PermitRow = (i32, i64);
 
-/// The `slot` argument of a release: required, 1..=MAX_PERMITS.
-fn slot_argument(slot: Option<i32>, function: &'static str) -> u16 {
-    let slot = required(slot, function, "slot").or_raise();
-    if !(1..=MAX_PERMITS).contains(&slot) {
-        FencedError::InvalidArgument {
-            message: format!("{function}: \"slot\" must be between 1 and {MAX_PERMITS}"),
-            hint: None,
-        }
-        .raise();
-    }
-    slot as u16
-}
-
 /// Takes a permit of `keyed` as `grant` asks: its slot and token, or None when `wait` ran out
 /// (or, for `Never`, when no permit was free or others wait in line).
 fn acquire(
@@ -57,7 +44,7 @@ fn acquire(
     wait: Wait,
     grant: Grant,
 ) -> Option<PermitRow> {
-    let permits = permits_argument(permits, function);
+    let permits = permit_argument(permits, function, "permits");
     let (key, scope, owner) = (keyed.key, grant.scope(), grant.owner());
     refuse_unusable_call(function, key, scope);
     // One permit of a key per transaction, or per session and owner: taken again, it is the
@@ -354,7 +341,7 @@ fn release_for(
 ) -> bool {
     let lock = Lockable {
         key,
-        permit: slot_argument(slot, function),
+        permit: permit_argument(slot, function, "slot"),
     };
     refuse_in_parallel_mode(function);
     match current_grant(lock) {

@@ -15,7 +15,7 @@ mod storage;
 
 use crate::errors::{refuse_in_parallel_mode, FencedError, OrRaise};
 use crate::locking::key_forms;
-use crate::locking::permits_argument;
+use crate::locking::permit_argument;
 use crate::stats::{self, Count};
 use crate::types::{required, LockKey, MAX_PERMITS};
 use crate::unguarded;
@@ -654,7 +654,7 @@ key_forms! {
     arguments: (permits: Option<i32>, owner: Option<&str>, ttl: Option<Interval>),
     returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
     |fcinfo, function, keyed| {
-        let permits = permits_argument(permits, function);
+        let permits = permit_argument(permits, function, "permits");
         let granted = acquire(fcinfo, function, keyed, (owner, ttl, Some(permits)), None);
         TableIterator::new(granted.map(|(slot, token)| (i32::from(slot), token)))
     },
@@ -671,7 +671,7 @@ key_forms! {
                 wait: Option<Interval>),
     returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
     |fcinfo, function, keyed| {
-        let permits = permits_argument(permits, function);
+        let permits = permit_argument(permits, function, "permits");
         let wait = wait_argument(wait, function);
         let granted = acquire(fcinfo, function, keyed, (owner, ttl, Some(permits)), Some(wait));
         TableIterator::new(granted.map(|(slot, token)| (i32::from(slot), token)))
