@@ -30,7 +30,7 @@ export PGRX_HOME := $(CURDIR)/build/pgrx-home
 # What `make psql` and `make stop` need to reach the server `make run` started.
 MAKE_ARGS := $(if $(filter 15,$(PG)),,PG=$(PG)) $(if $(filter 54315,$(PORT)),,PORT=$(PORT))
 
-.PHONY: all build-setup setup install run demo psql stop test lint unit checker sql-tests faults bench \
+.PHONY: all build-setup setup install run demo psql stop test check lint unit checker sql-tests faults bench \
 	profile ha compare package dist clean
 
 # `make` builds the release library and scripts for PG_CONFIG (or PG) without installing them:
@@ -86,6 +86,15 @@ stop:
 # With PG=16 or PG=18: that major's release build and SQL suites only.
 test:
 	PG=$(PG) scripts/test.sh
+
+# What a contributor runs while working (under 5 minutes once built): lint, the unit tests,
+# the checker's, and the PostgreSQL 15 SQL suites but the driver and monitoring suites, which
+# `make test` runs with everything else.
+check:
+	$(MAKE) -s lint
+	$(MAKE) -s unit
+	$(MAKE) -s checker
+	$(MAKE) -s sql-tests SQL_SUITES="regress isolation collation upgrade readme standby"
 
 lint:
 	cargo fmt --check

@@ -13,13 +13,14 @@ summaries=()
 timings=()
 total_passed=0 total_failed=0
 
-# Adds one summary line; a suite that failed without any counted failure counts as one.
+# Adds one summary line, with the suite's wall time in seconds ($5); a suite that failed
+# without any counted failure counts as one.
 record() {
-    local name=$1 passed=$2 failed=$3 status=$4
+    local name=$1 passed=$2 failed=$3 status=$4 seconds=$5
     if ((status != 0 && failed == 0)); then
         failed=1
     fi
-    summaries+=("$name: $passed passed, $failed failed")
+    summaries+=("$name: $passed passed, $failed failed ($(minutes "$seconds"))")
     total_passed=$((total_passed + passed)) total_failed=$((total_failed + failed))
 }
 
@@ -29,37 +30,53 @@ cargo_counts() {
          if ($(i+1) ~ /^failed/) f += $i } } END { print p + 0, f + 0 }' "$1"
 }
 
+# A suite's summary line: "<suite>: N passed, M failed".
+SUITE_LINE='^[a-z][a-z0-9_ ()]*: [0-9]+ passed, [0-9]+ failed$'
+
+# Runs command $2... as run $1, its output kept in $LOGS/$1.log. Each suite line it prints is
+# also written to $LOGS/$1.times with the seconds since the run started: a suite's wall time
+# is the time since the previous suite line of the same run (the suites of a run follow each
+# other), so the first one's includes the run's set-up (a build, a server start). Debian's
+# mawk, interactive: it reads each line as it comes, not a block at a time.
 run() {
     local name=$1 started=$SECONDS status
     shift
     echo "== $name: $*"
-    "$@" 2>&1 | tee "$LOGS/$name.log"
+    "$@" 2>&1 | mawk -W interactive -v times="$LOGS/$name.times" -v start="$(date +%s)" -v suite="$SUITE_LINE" \
+        '{ print; fflush() } $0 ~ suite { print systime() - start "\t" $0 >times; fflush(times) }' |
+        tee "$LOGS/$name.log"
     status=${PIPESTATUS[0]}
-    timings+=("$name: $((SECONDS - started)) s")
+    run_seconds=$((SECONDS - started))
+    timings+=("$name: $(minutes "$run_seconds")")
     return "$status"
 }
 
+# "N s" below two minutes, "M min S s" above.
+minutes() {
+    if (($1 < 120)); then echo "$1 s"; else echo "$(($1 / 60)) min $(($1 % 60)) s"; fi
+}
+
 PG=${PG:-15}
-make -s setup || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+run setup make -s setup || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
 
 # Another program holds the ports 0.1.0's test servers used, for the whole run.
 python3 scripts/hold-ports.py 54300 54350 &
 holder=$!
 trap 'kill $holder 2>/dev/null' EXIT
 
-# Records every "<suite>: N passed, M failed" line of log $1; a run that failed (status $2)
+# Records every suite line run $1 printed, with its wall time; a run that failed (status $2)
 # without a failed suite (a build or a server that did not start) counts as a failure of $3.
 record_lines() {
-    local log=$1 status=$2 fallback=$3 line name counts passed failed suite_lines
-    suite_lines=$(grep -E '^[a-z][a-z0-9_ ()]*: [0-9]+ passed, [0-9]+ failed$' "$log")
-    while IFS= read -r line; do
-        [ -n "$line" ] || continue
+    local times=$LOGS/$1.times status=$2 fallback=$3 at previous=0 line name counts passed failed
+    touch "$times"
+    while IFS=$'\t' read -r at line; do
         name=${line%%: *} counts=${line#*: }
         passed=${counts%% passed*} failed=${counts#*passed, }
-        record "$name" "$passed" "${failed% failed}" 0
-    done <<<"$suite_lines"
-    if ((status != 0)) && ! grep -qE ': [0-9]+ passed, [1-9][0-9]* failed$' <<<"$suite_lines"; then
-        record "$fallback" 0 1 1
+        record "$name" "$passed" "${failed% failed}" 0 $((at - previous))
+        previous=$at
+    done <"$times"
+    if ((status != 0)) && ! grep -qE ': [0-9]+ passed, [1-9][0-9]* failed$' "$times"; then
+        record "$fallback" 0 1 1 "$run_seconds"
     fi
 }
 
@@ -67,41 +84,42 @@ record_lines() {
 # suite it ran.
 sql_suites() {
     run "sql-tests-pg$1" make -s sql-tests PG="$1"
-    record_lines "$LOGS/sql-tests-pg$1.log" $? "sql-tests (pg$1)"
+    record_lines "sql-tests-pg$1" $? "sql-tests (pg$1)"
 }
 
 if [ "$PG" = 15 ]; then
     run lint make -s lint
     status=$?
     lint_commands=$(make -s -n lint | grep -c '^cargo')
-    if ((status == 0)); then record lint "$lint_commands" 0 0; else record lint 0 1 1; fi
+    if ((status == 0)); then record lint "$lint_commands" 0 0 "$run_seconds"
+    else record lint 0 1 1 "$run_seconds"; fi
 
     run unit make -s unit
     status=$?
     read -r passed failed < <(cargo_counts "$LOGS/unit.log")
-    record unit "$passed" "$failed" "$status"
+    record unit "$passed" "$failed" "$status" "$run_seconds"
 
     run checker make -s checker
     status=$?
     read -r passed failed < <(cargo_counts "$LOGS/checker.log")
-    record checker "$passed" "$failed" "$status"
+    record checker "$passed" "$failed" "$status" "$run_seconds"
 
     sql_suites 15
 
     run faults make -s faults
     status=$?
     read -r passed failed < <(cargo_counts "$LOGS/faults.log")
-    record faults "$passed" "$failed" "$status"
+    record faults "$passed" "$failed" "$status" "$run_seconds"
 
     # Patroni + etcd and pg_auto_failover (ha/): the short form (both modes, the lagging
     # replica, the frozen Patroni, a control, pg_auto_failover's lagging secondary).
     run ha make -s ha QUICK=1
-    record_lines "$LOGS/ha.log" $? ha
+    record_lines ha $? ha
 
     # Redis, Redlock, etcd, PostgreSQL by hand and fenced_lock through the same faults
     # (compare/): one trial per cell.
     run compare make -s compare QUICK=1
-    record_lines "$LOGS/compare.log" $? compare
+    record_lines compare $? compare
 
     # The other majors: release build, pg_regress, isolation and standby suites.
     for major in 16 18; do
@@ -112,13 +130,13 @@ if [ "$PG" = 15 ]; then
     # installed with dpkg and tested), PGXN's META.json and archive, and pgrx's state kept in
     # each checkout.
     run install scripts/install-test.sh
-    record_lines "$LOGS/install.log" $? install
+    record_lines install $? install
     run package bash -c "make -s package && scripts/package-test.sh"
-    record_lines "$LOGS/package.log" $? package
+    record_lines package $? package
     run dist scripts/dist-test.sh
-    record_lines "$LOGS/dist.log" $? dist
+    record_lines dist $? dist
     run pgrx-home scripts/pgrx-home-test.sh
-    record_lines "$LOGS/pgrx-home.log" $? "pgrx home"
+    record_lines pgrx-home $? "pgrx home"
 else
     sql_suites "$PG"
 fi
@@ -126,8 +144,9 @@ fi
 echo
 echo "== time per run"
 printf '%s\n' "${timings[@]}"
+echo "whole run: $(minutes "$SECONDS")"
 echo
-echo "== summary"
+echo "== summary (wall time per suite)"
 printf '%s\n' "${summaries[@]}"
 echo "$total_passed passed, $total_failed failed"
 ((total_failed == 0))
