@@ -127,8 +127,17 @@ faults: install
 	cargo build --manifest-path examples/leader/Cargo.toml --target-dir target/faults
 	cargo test --manifest-path faults/Cargo.toml --target-dir target/faults --tests -- --test-threads=1 --nocapture
 
+# CURVES=1: the scaling curves instead (bench/curves.py, about 15 minutes), fenced_lock beside
+# its anchor as clients, held locks, lease rows, keys per call and waiters grow; writes
+# docs/scaling.md and docs/scaling.png.
 bench: install
+ifeq ($(CURVES),)
 	scripts/bench.sh
+else
+	scripts/venv.sh build/bench/venv psycopg2-binary==2.9.13 matplotlib==3.11.2
+	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=scripts build/bench/venv/bin/python bench/curves.py \
+	    build/bench/curves
+endif
 
 # Instructions per transaction of the bench workloads, counted by callgrind in the backend
 # (repeatable on a busy machine); its files stay in build/profile for callgrind_annotate.

@@ -26,10 +26,7 @@ if [ ! "$ROOT/faketime_shim.so" -nt compare/faketime_shim.c ]; then
 fi
 # The clients, pinned, from PyPI into the checkout.
 PYPI=(redis==8.1.0 pottery==3.0.1 etcd3gw==2.7.0 psycopg2-binary==2.9.13 matplotlib==3.11.2)
-if [ "$("$ROOT/venv/bin/pip" freeze 2>/dev/null | grep -cxF "${PYPI[@]/#/-e}")" != ${#PYPI[@]} ]; then
-    python3 -m venv "$ROOT/venv"
-    "$ROOT/venv/bin/pip" install -q --no-cache-dir "${PYPI[@]}" </dev/null
-fi
+scripts/venv.sh "$ROOT/venv" "${PYPI[@]}"
 rm -rf "$ROOT/run"
 # No bytecode caches in the checkout.
 export PYTHONDONTWRITEBYTECODE=1

@@ -32,6 +32,8 @@ WORKLOADS=(floor=floor raw_two_statements=raw_two_statements raw_one_statement=r
     acquire_write_nondurable=acquire_write:"-c fenced_lock.durable_tokens=off"
     update_raw=update_raw update_fenced=update_fenced update_plpgsql=update_plpgsql
     lease_cycle=lease_cycle raw_lease_cycle=raw_lease_cycle
+    lease_cycle_unflushed=lease_cycle:"-c synchronous_commit=off"
+    raw_lease_cycle_unflushed=raw_lease_cycle:"-c synchronous_commit=off"
     claim_fenced=claim_fenced claim_raw=claim_raw
     permit_hot=permit_hot raw_permit_hot=raw_permit_hot)
 
@@ -148,6 +150,8 @@ echo "acquire_fenced vs the bare advisory lock (pg_advisory_xact_lock, no token)
 echo "    random keys $(paired acquire_random bare_lock); hot key $(paired acquire_hot bare_hot);"
 echo "    one client $(paired acquire_random_1 bare_lock_1)"
 echo "lease cycle vs the hand-written TTL row (no token), per round: $(paired lease_cycle raw_lease_cycle)"
+echo "    both with synchronous_commit = off: $(paired lease_cycle_unflushed raw_lease_cycle_unflushed);"
+echo "    the lease cycle with synchronous_commit = off vs on: $(paired lease_cycle_unflushed lease_cycle)"
 echo "acquire_fenced counted (fenced_lock.track, the default) vs not, random keys, per round: $(paired acquire_random acquire_random_untracked)"
 echo "fenced_update vs hand-written conditional UPDATE (random keys), per round: $(paired update_fenced update_raw);"
 echo "    the same UPDATE in a PL/pgSQL function (no checks) vs the UPDATE: $(paired update_plpgsql update_raw)"

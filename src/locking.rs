@@ -216,6 +216,40 @@ pub(crate) fn try_acquire(
     acquire(fcinfo, function, keyed, Wait::Never, grant, mode)
 }
 
+/// Waits in a line of `key`'s waiting acquires (the lock `line`, which the lock manager grants
+/// in arrival order) until at its head: true, or false when a bounded wait ran out (the
+/// caller counts it). An unbounded wait ends at the head of the line or in an error
+/// (lock_timeout, a deadlock, a cancel), counted as the lock manager's waits are.
+pub(crate) fn wait_in_line(key: LockKey, line: &pg_sys::LOCKTAG, wait: Wait) -> bool {
+    let in_line = || unsafe {
+        pg_sys::LockAcquire(line, pg_sys::ExclusiveLock as _, false, false);
+        true
+    };
+    let counted = |code: PgSqlErrorCode| match code {
+        PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE => stats::one(key, Count::LockTimeouts),
+        PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED => stats::one(key, Count::Deadlocks),
+        _ => {}
+    };
+    match wait {
+        Wait::AtMost { millis, .. } => {
+            let saved = unsafe { pg_sys::LockTimeout };
+            unsafe { pg_sys::LockTimeout = millis.max(1) };
+            PgTryBuilder::new(in_line)
+                .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| false)
+                .finally(|| unsafe { pg_sys::LockTimeout = saved })
+                .execute()
+        }
+        _ => PgTryBuilder::new(in_line)
+            .catch_others(|error| {
+                if let pg_sys::panic::CaughtError::PostgresError(report) = &error {
+                    counted(report.sql_error_code());
+                }
+                error.rethrow()
+            })
+            .execute(),
+    }
+}
+
 /// What every grant checks first: not on a hot standby, not in parallel mode, and a
 /// transaction-scoped one inside a transaction block.
 pub(crate) fn refuse_unusable_call(function: &'static str, key: LockKey, scope: Scope) {

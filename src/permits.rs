@@ -17,14 +17,13 @@ use crate::grants;
 use crate::locking::{
     current_grant, grant_token, key_forms, permit_argument, refuse_unusable_call,
 };
-use crate::locking::{take_session_sentinel, Grant, Keyed, Wait};
+use crate::locking::{take_session_sentinel, wait_in_line, Grant, Keyed, Wait};
 use crate::stats::{self, Count};
 use crate::types::{required, LockKey, Lockable, Mode, NewGrant, Scope};
 use crate::wakeups;
 use pgrx::datum::Interval;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
 
 /// The head of a key's line looks at its slots again at least this often (ms): a permit
 /// released without a wake-up (pg_advisory_unlock_all, DISCARD ALL, COMMIT PREPARED in
@@ -149,7 +148,8 @@ fn take_slot(key: LockKey, permits: u16, wait: Wait, scope: Scope) -> Option<u16
             (lock_timeout > 0).then_some(lock_timeout)
         }
     };
-    if !at_head_at_once && !wait_in_line(key, queue, wait) {
+    if !at_head_at_once && !wait_in_line(key, &queue, wait) {
+        stats::one(key, Count::Timeouts);
         return None;
     }
     let deadline = timeout_ms.map(|ms| started + i64::from(ms) * 1000);
@@ -193,42 +193,6 @@ fn take_slot(key: LockKey, permits: u16, wait: Wait, scope: Scope) -> Option<u16
             stats::one(key, Count::Timeouts);
             None
         }
-    }
-}
-
-/// Waits in `key`'s line until at its head: true, or false when a bounded wait ran out. An
-/// unbounded wait ends in the head of the line or an error (lock_timeout, a deadlock, a
-/// cancel), counted as the lock manager's waits are.
-fn wait_in_line(key: LockKey, queue: pg_sys::LOCKTAG, wait: Wait) -> bool {
-    let in_line = || unsafe {
-        pg_sys::LockAcquire(&queue, pg_sys::ExclusiveLock as _, false, false);
-        true
-    };
-    let counted = |code: PgSqlErrorCode| match code {
-        PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE => stats::one(key, Count::LockTimeouts),
-        PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED => stats::one(key, Count::Deadlocks),
-        _ => {}
-    };
-    match wait {
-        Wait::AtMost { millis, .. } => {
-            let saved = unsafe { pg_sys::LockTimeout };
-            unsafe { pg_sys::LockTimeout = millis.max(1) };
-            PgTryBuilder::new(in_line)
-                .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| {
-                    stats::one(key, Count::Timeouts);
-                    false
-                })
-                .finally(|| unsafe { pg_sys::LockTimeout = saved })
-                .execute()
-        }
-        _ => PgTryBuilder::new(in_line)
-            .catch_others(|error| {
-                if let pg_sys::panic::CaughtError::PostgresError(report) = &error {
-                    counted(report.sql_error_code());
-                }
-                error.rethrow()
-            })
-            .execute(),
     }
 }
 

@@ -42,6 +42,10 @@ pub const MAX_PERMITS: i32 = 4096;
 /// order, above every slot number.
 const PERMIT_QUEUE: u16 = u16::MAX;
 
+/// The `objsubid` of the line of a key's waiting lease permit acquires (below the permit queue,
+/// above every lease permit's first-lease lock).
+const LEASE_PERMIT_LINE: u16 = u16::MAX - 1;
+
 /// The mode of a grant on a key's advisory lock: `pg_advisory_xact_lock`'s (exclusive) or
 /// `pg_advisory_xact_lock_shared`'s (shared, many holders at once).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -107,6 +111,19 @@ impl LockKey {
     pub fn permit_queue_tag(self) -> pg_sys::LOCKTAG {
         self.permit_tag(PERMIT_QUEUE)
     }
+
+    /// The tag waiting lease acquires of the key line up on: for its lease, an advisory lock
+    /// of its own (objsubid 4 in pg_locks; 3 is the first-lease lock); for its lease permits,
+    /// a user lock.
+    pub fn lease_line_tag(self, permits: bool) -> pg_sys::LOCKTAG {
+        match permits {
+            false => pg_sys::LOCKTAG {
+                locktag_field4: 4,
+                ..self.locktag()
+            },
+            true => self.permit_tag(LEASE_PERMIT_LINE),
+        }
+    }
 }
 
 /// What a new grant is: the lock, its mode and scope, the text of a named key (for
@@ -138,7 +155,8 @@ impl PermitTag {
         match tag.locktag_field4 {
             PERMIT_QUEUE => Some(PermitTag::Queue(key)),
             slot if (1..=MAX_PERMITS as u16).contains(&slot) => Some(PermitTag::Slot(key, slot)),
-            // 0: the session sentinel; above MAX_PERMITS: a lease permit's first-lease lock.
+            // 0: the session sentinel; above MAX_PERMITS: a lease permit's first-lease lock, or
+            // the line of the key's waiting lease permit acquires.
             _ => None,
         }
     }

@@ -8,14 +8,16 @@
 //!
 //! The table is readable by all and written only here, straight to its heap and indexes, with
 //! no SQL and no table rights of the caller (whose role is recorded: only it, or a member,
-//! renews or releases). A waiting acquire sleeps on a
-//! condition variable that releases broadcast (when preloaded), or until the holder's expiry.
+//! renews or releases). Waiting acquires line up on a lock of the key's own (the lock manager
+//! grants it in arrival order); the head of the line sleeps on a condition variable that
+//! releases broadcast (when preloaded), or until the holder's expiry, and a call that does not
+//! wait takes no free lease while anyone is in line.
 
 mod storage;
 
 use crate::errors::{refuse_in_parallel_mode, FencedError, OrRaise};
-use crate::locking::key_forms;
 use crate::locking::permit_argument;
+use crate::locking::{key_forms, Wait};
 use crate::stats::{self, Count};
 use crate::types::{required, LockKey, MAX_PERMITS};
 use crate::unguarded;
@@ -165,7 +167,8 @@ struct Acquire<'a> {
     keyed: crate::locking::Keyed,
     owner: &'a str,
     ttl: Interval,
-    /// Whether the acquire waits (then it needs to know until when a lease is held).
+    /// Whether the acquire waits (then it needs to know until when a lease is held): it looks
+    /// only at the head of the key's line.
     waiting: bool,
     /// A permit of the key's lease semaphore of this many permits; None: the key's lease.
     permits: Option<u16>,
@@ -230,6 +233,7 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, slot: u16) 
         permits: _,
     } = *acquire;
     let columns = &lease.columns;
+    let line = keyed.key.lease_line_tag(acquire.permits.is_some());
     let (ttl, delay) = (ttl.into_datum(), lock_delay().into_datum());
     // The columns a new holder writes, the key's own aside.
     let new_holder = |token: i64| {
@@ -261,9 +265,11 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, slot: u16) 
             // after the look, which saw the last holder's write committed, so it is above every
             // earlier holder's; a write that then finds the row busy leaves it unused, as a
             // rolled-back grant does.
-            let takeable = row.owner.is_none()
+            // A call that does not wait takes no lease from under the head of the key's line.
+            let takeable = (row.owner.is_none()
                 || this_owners(row)
-                || row.available_at.is_some_and(|at| at <= now);
+                || row.available_at.is_some_and(|at| at <= now))
+                && (waiting || line_is_empty(&line));
             let granted = match row.owner.is_some() && !this_owners(row) {
                 true => Granted::TakenOver,
                 false => Granted::Acquired,
@@ -286,7 +292,8 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, slot: u16) 
         }
         // No row: the key was never leased, or its row was swept. A first lease being written
         // by another open transaction holds the key's first-lease lock until it ends: busy.
-        if !lock_first_lease(keyed.key, slot) {
+        // So is a key with waiters in line, to a call that does not wait.
+        if !(waiting || line_is_empty(&line)) || !lock_first_lease(keyed.key, slot) {
             return Seen::BUSY;
         }
         // With that lock, nobody else writes the key's first lease through these functions;
@@ -565,6 +572,21 @@ fn acquire(
         permits,
     };
     let mut wait = LeaseWait::new(call.keyed.key);
+    // A waiting acquire first takes its place in the key's line and looks only at its head,
+    // so that waiters are granted in arrival order; it leaves the line once it has the lease
+    // or gives up (an error leaves it with the rest of the transaction's locks).
+    let line = call.keyed.key.lease_line_tag(permits.is_some());
+    if let Some(deadline) = deadline {
+        if !join_line(call.keyed.key, &line, deadline - now()) {
+            wait.ended();
+            return None;
+        }
+    }
+    let leave_line = || {
+        if deadline.is_some() {
+            unsafe { pg_sys::LockRelease(&line, pg_sys::ExclusiveLock as _, false) };
+        }
+    };
     loop {
         // Prepared before looking, so a release between the look and the sleep still wakes
         // this backend.
@@ -577,6 +599,7 @@ fn acquire(
                 if channel.is_some() && deadline.is_some() {
                     unsafe { pg_sys::ConditionVariableCancelSleep() };
                 }
+                leave_line();
                 wait.granted();
                 return Some((slot, token));
             }
@@ -598,6 +621,7 @@ fn acquire(
             if channel.is_some() {
                 unsafe { pg_sys::ConditionVariableCancelSleep() };
             }
+            leave_line();
             wait.ended();
             return None;
         }
@@ -613,6 +637,30 @@ fn acquire(
             .min(RECHECK_MS);
         wakeups::sleep(channel, sleep_ms, crate::compat::lease_wait_event());
     }
+}
+
+/// Takes a place in the line of `key`'s waiting lease acquires, `line`, and waits at most
+/// `left_us` to reach its head: false when that ran out first.
+fn join_line(key: LockKey, line: &pg_sys::LOCKTAG, left_us: i64) -> bool {
+    let at_head = unsafe {
+        pg_sys::LockAcquire(line, pg_sys::ExclusiveLock as _, false, true)
+            != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+    };
+    let millis = ((left_us.max(0) + 999) / 1000).min(i64::from(i32::MAX)) as i32;
+    at_head || crate::locking::wait_in_line(key, line, Wait::AtMost { millis, of: millis })
+}
+
+/// Whether nobody waits in `line` (then a call that does not wait may take a free lease): a
+/// waiting acquire at its head is first in line for it.
+fn line_is_empty(line: &pg_sys::LOCKTAG) -> bool {
+    let free = unsafe {
+        pg_sys::LockAcquire(line, pg_sys::ExclusiveLock as _, false, true)
+            != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+    };
+    if free {
+        unsafe { pg_sys::LockRelease(line, pg_sys::ExclusiveLock as _, false) };
+    }
+    free
 }
 
 // The lease on the key for `owner`, for `ttl` on the database's clock: its token if the key
