@@ -2,7 +2,8 @@
 # `make compare`: the failure table measured (compare/compare.py), as root, under build/compare.
 #   compare/run.sh           every cell, 3 trials each; writes docs/compare.md and
 #                            docs/compare.png from the run
-#   compare/run.sh --quick   one trial per cell (`make test`): build/compare/run only
+#   compare/run.sh --quick   the short form (`make test`): fenced_lock, Redis, Redlock and the
+#                            controls, one trial per cell; build/compare/run only
 #   compare/run.sh --only F  the faults whose names contain F (to iterate): build/ only
 set -euo pipefail
 cd "$(dirname "$0")/.."
