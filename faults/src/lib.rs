@@ -470,3 +470,40 @@ pub fn failovers_during_storms(
         violations: violations_across_epochs(&epochs),
     }
 }
+
+/// Sends signal `name` ("STOP", "CONT", "KILL") to process `pid` with kill(1).
+pub fn signal(pid: u32, name: &str) {
+    let sent = Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success(), "kill -{name} {pid}");
+}
+
+/// Polls `done` with `client` every 20 ms until it holds; fails after `within`.
+pub fn until(
+    client: &mut Client,
+    what: &str,
+    within: Duration,
+    mut done: impl FnMut(&mut Client) -> bool,
+) {
+    let deadline = Instant::now() + within;
+    while !done(client) {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The next grant a waiter reports, which must come within `within`.
+pub fn next_grant<T>(granted: &std::sync::mpsc::Receiver<T>, within: Duration) -> T {
+    granted.recv_timeout(within).expect("a waiter is granted")
+}
+
+/// No grant for a second and a half: longer than the head of a line takes to look again
+/// without a wake-up.
+pub fn no_grant<T: std::fmt::Debug>(granted: &std::sync::mpsc::Receiver<T>) {
+    match granted.recv_timeout(Duration::from_millis(1500)) {
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        other => panic!("expected no grant, got {other:?}"),
+    }
+}

@@ -5,17 +5,8 @@
 //! (its renewal returns NULL), the key goes to the next owner with a larger token, and the
 //! resource refuses the old holder's write once the new holder has written.
 
-use fenced_lock_faults::{Server, DATABASE};
+use fenced_lock_faults::{signal, Server, DATABASE};
 use postgres::Client;
-use std::process::Command;
-
-fn signal(pid: i32, signal: &str) {
-    let status = Command::new("kill")
-        .args([signal, &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill {signal} {pid}");
-}
 
 fn lease(client: &mut Client, owner: &str) -> Option<i64> {
     client
@@ -63,10 +54,10 @@ fn a_crash_can_lose_an_unflushed_lease_but_never_its_token() {
 
     let mut old = server.connect(DATABASE);
     old.batch_execute("SET synchronous_commit = off").unwrap();
-    signal(wal_writer, "-STOP");
+    signal(wal_writer as u32, "STOP");
     let old_token = lease(&mut old, "old").expect("a free lease");
     // A crash: the postmaster resets every process when one dies by a signal.
-    signal(wal_writer, "-KILL");
+    signal(wal_writer as u32, "KILL");
     server.wait_writable();
 
     let mut old = server.connect(DATABASE);

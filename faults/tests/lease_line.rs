@@ -4,12 +4,11 @@
 //! free lease from under the head of the line: with the head's backend stopped (SIGSTOP), a
 //! released lease stays the head's, and the head takes it when it runs again.
 
-use fenced_lock_faults::{Server, DATABASE};
+use fenced_lock_faults::{next_grant, no_grant, signal, until, Server, DATABASE};
 use postgres::{Client, NoTls};
-use std::process::Command;
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{channel, Sender};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PRELOAD: &str = "shared_preload_libraries=fenced_lock";
 
@@ -58,7 +57,7 @@ impl Waiter {
             told.recv().unwrap();
             release(&mut client, ns, token);
         });
-        until(admin, "the waiter to line up", |admin| {
+        until(admin, "the waiter to line up", GRANT_WAIT, |admin| {
             in_line(admin, ns).0 == in_line_before + 1
         });
         Waiter {
@@ -87,29 +86,6 @@ fn in_line(admin: &mut Client, ns: i32) -> (i64, Option<i32>) {
     (row.get(0), row.get(1))
 }
 
-fn until(admin: &mut Client, what: &str, mut done: impl FnMut(&mut Client) -> bool) {
-    let deadline = Instant::now() + GRANT_WAIT;
-    while !done(admin) {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn next_grant(granted: &Receiver<Granted>) -> Granted {
-    granted
-        .recv_timeout(GRANT_WAIT)
-        .expect("a waiter is granted")
-}
-
-/// No grant for a second and a half: longer than the head of a line takes to look again
-/// without a wake-up.
-fn no_grant(granted: &Receiver<Granted>) {
-    match granted.recv_timeout(Duration::from_millis(1500)) {
-        Err(RecvTimeoutError::Timeout) => {}
-        other => panic!("expected no grant, got {other:?}"),
-    }
-}
-
 /// The lease of (ns, 1) for `owner`, without waiting: its token, or None.
 fn try_lease(client: &mut Client, ns: i32, owner: &str) -> Option<i64> {
     client
@@ -128,27 +104,19 @@ fn release(client: &mut Client, ns: i32, token: i64) {
 
 /// A backend stopped with SIGSTOP until this is dropped (also when the test fails, so that its
 /// server can stop).
-struct Stopped(i32);
+struct Stopped(u32);
 
 impl Stopped {
-    fn new(pid: i32) -> Stopped {
-        signal(pid, "-STOP");
+    fn new(pid: u32) -> Stopped {
+        signal(pid, "STOP");
         Stopped(pid)
     }
 }
 
 impl Drop for Stopped {
     fn drop(&mut self) {
-        signal(self.0, "-CONT");
+        signal(self.0, "CONT");
     }
-}
-
-fn signal(pid: i32, signal: &str) {
-    let status = Command::new("kill")
-        .args([signal, &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill {signal} {pid}");
 }
 
 /// Four waiters behind a holder are granted in the order they arrived, each when the one
@@ -171,7 +139,7 @@ fn lease_waiters_are_granted_in_arrival_order() {
     release(&mut holder, ns, first_token);
     let mut previous = first_token;
     for expected in 1..=4 {
-        let grant = next_grant(&granted);
+        let grant = next_grant(&granted, GRANT_WAIT);
         assert_eq!(grant.waiter, expected, "{grant:?}");
         assert!(grant.token > previous, "{grant:?} above {previous}");
         previous = grant.token;
@@ -198,7 +166,7 @@ fn a_call_that_does_not_wait_takes_no_lease_from_the_head_of_the_line() {
     let head = in_line(&mut admin, ns)
         .1
         .expect("the waiter heads the line");
-    let stopped = Stopped::new(head);
+    let stopped = Stopped::new(head as u32);
     release(&mut holder, ns, held_token);
     let mut other = server.connect(DATABASE);
     assert_eq!(
@@ -216,7 +184,7 @@ fn a_call_that_does_not_wait_takes_no_lease_from_the_head_of_the_line() {
     assert_eq!(held, 0, "the lease was released");
     drop(stopped);
 
-    let grant = next_grant(&granted);
+    let grant = next_grant(&granted, GRANT_WAIT);
     assert_eq!(grant.waiter, 1);
     assert!(grant.token > held_token, "{grant:?} above {held_token}");
     assert_eq!(

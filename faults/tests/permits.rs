@@ -4,13 +4,13 @@
 //! holder's late write is refused, and so is that of a lease permit's holder paused (SIGSTOP)
 //! past its TTL.
 
-use fenced_lock_faults::{Server, DATABASE};
+use fenced_lock_faults::{next_grant, no_grant, signal, until, Server, DATABASE};
 use postgres::{Client, NoTls};
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{channel, Sender};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PRELOAD: &str = "shared_preload_libraries=fenced_lock";
 
@@ -65,7 +65,7 @@ impl Waiter {
             told.recv().unwrap();
             transaction.commit().unwrap();
         });
-        until(admin, "the waiter to line up", |admin| {
+        until(admin, "the waiter to line up", GRANT_WAIT, |admin| {
             waiting(admin, ns) == waiting_before + 1
         });
         Waiter { commit, done }
@@ -86,30 +86,6 @@ fn waiting(admin: &mut Client, ns: i32) -> i64 {
         )
         .unwrap()
         .get(0)
-}
-
-fn until(admin: &mut Client, what: &str, mut done: impl FnMut(&mut Client) -> bool) {
-    let deadline = Instant::now() + GRANT_WAIT;
-    while !done(admin) {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The next grant, which must come.
-fn next_grant(granted: &Receiver<Granted>) -> Granted {
-    granted
-        .recv_timeout(GRANT_WAIT)
-        .expect("a waiter is granted")
-}
-
-/// No grant for a second and a half: longer than the head of a line takes to look again
-/// without a wake-up.
-fn no_grant(granted: &Receiver<Granted>) {
-    match granted.recv_timeout(Duration::from_millis(1500)) {
-        Err(RecvTimeoutError::Timeout) => {}
-        other => panic!("expected no grant, got {other:?}"),
-    }
 }
 
 /// A session holding a permit of (ns, id): its slot and token.
@@ -154,15 +130,15 @@ fn waiters_are_granted_in_arrival_order() {
     no_grant(&granted);
 
     release(&mut first, (7701, 1), 1);
-    let one = next_grant(&granted);
+    let one = next_grant(&granted, GRANT_WAIT);
     assert_eq!((one.waiter, one.slot), (1, 1), "{one:?}");
     no_grant(&granted);
     release(&mut second, (7701, 1), 2);
-    let two = next_grant(&granted);
+    let two = next_grant(&granted, GRANT_WAIT);
     assert_eq!((two.waiter, two.slot), (2, 2), "{two:?}");
     // The first waiter's commit frees slot 1 for the last.
     waiters.remove(0).commit();
-    let three = next_grant(&granted);
+    let three = next_grant(&granted, GRANT_WAIT);
     assert_eq!((three.waiter, three.slot), (3, 1), "{three:?}");
 
     assert!(second_token > first_token);
@@ -195,7 +171,7 @@ fn a_smaller_count_grants_no_slot_above_it() {
     let (first, _, first_token) = &mut holders[0];
     let first_token = *first_token;
     release(first, (7702, 1), 1);
-    let one = next_grant(&granted);
+    let one = next_grant(&granted, GRANT_WAIT);
     assert_eq!(one.slot, 1, "{one:?}");
     assert!(one.token > first_token);
     waiter.commit();
@@ -240,7 +216,7 @@ fn a_killed_holders_slot_is_reused_and_its_write_refused() {
     admin
         .execute("SELECT pg_terminate_backend($1)", &[&pid])
         .unwrap();
-    let new = next_grant(&granted);
+    let new = next_grant(&granted, GRANT_WAIT);
     assert_eq!(new.slot, 1);
     assert!(new.token > old_token);
     assert!(write(&mut admin, new.token, "new"));
@@ -253,14 +229,6 @@ fn a_killed_holders_slot_is_reused_and_its_write_refused() {
         .unwrap()
         .get(0);
     assert_eq!(worker, "new");
-}
-
-fn signal(pid: u32, name: &str) {
-    let sent = Command::new("kill")
-        .args([&format!("-{name}"), &pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(sent.success(), "kill -{name} {pid}");
 }
 
 /// A lease permit's holder, a psql process, is paused (SIGSTOP) while it works with its
@@ -296,7 +264,7 @@ SELECT 'token=' || :token;
 ",
         )
         .unwrap();
-    until(&mut admin, "the holder's lease", |admin| {
+    until(&mut admin, "the holder's lease", GRANT_WAIT, |admin| {
         let held: i64 = admin
             .query_one(
                 "SELECT count(*) FROM fenced_leases WHERE ns = 7704 AND owner = 'paused'",
@@ -374,7 +342,7 @@ fn a_released_lease_permit_goes_to_its_waiter() {
         (row.get::<_, i32>(0), row.get::<_, i64>(1))
     });
     let mut admin = server.connect(DATABASE);
-    until(&mut admin, "the waiter to wait", |admin| {
+    until(&mut admin, "the waiter to wait", GRANT_WAIT, |admin| {
         let waiting: i64 = admin
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity
