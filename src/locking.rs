@@ -216,6 +216,15 @@ pub(crate) fn try_acquire(
     acquire(fcinfo, function, keyed, Wait::Never, grant, mode)
 }
 
+/// Takes `tag` in exclusive mode without waiting, for the session (`session`) or the
+/// transaction: whether it was granted (also when this backend held it already).
+pub(crate) fn try_lock_exclusive(tag: &pg_sys::LOCKTAG, session: bool) -> bool {
+    unsafe {
+        pg_sys::LockAcquire(tag, pg_sys::ExclusiveLock as _, session, true)
+            != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+    }
+}
+
 /// Waits in a line of `key`'s waiting acquires (the lock `line`, which the lock manager grants
 /// in arrival order) until at its head: true, or false when a bounded wait ran out (the
 /// caller counts it). An unbounded wait ends at the head of the line or in an error

@@ -17,7 +17,7 @@ use crate::grants;
 use crate::locking::{
     current_grant, grant_token, key_forms, permit_argument, refuse_unusable_call,
 };
-use crate::locking::{take_session_sentinel, wait_in_line, Grant, Keyed, Wait};
+use crate::locking::{take_session_sentinel, try_lock_exclusive, wait_in_line, Grant, Keyed, Wait};
 use crate::stats::{self, Count};
 use crate::types::{required, LockKey, Lockable, Mode, NewGrant, Scope};
 use crate::wakeups;
@@ -103,14 +103,7 @@ fn try_slots(key: LockKey, permits: u16, scope: Scope) -> Option<u16> {
     let own = grants::held_permit_slots(key);
     (1..=permits)
         .filter(|slot| !own.contains(slot))
-        .find(|&slot| unsafe {
-            pg_sys::LockAcquire(
-                &key.permit_tag(slot),
-                pg_sys::ExclusiveLock as _,
-                scope == Scope::Session,
-                true,
-            ) != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
-        })
+        .find(|&slot| try_lock_exclusive(&key.permit_tag(slot), scope == Scope::Session))
 }
 
 /// Takes a slot of `key`: at once when the line is empty and a slot free, else (unless
@@ -123,10 +116,7 @@ fn take_slot(key: LockKey, permits: u16, wait: Wait, scope: Scope) -> Option<u16
     let leave_line = || unsafe { pg_sys::LockRelease(&queue, exclusive, false) };
     let now = || unsafe { pg_sys::GetCurrentTimestamp() };
     let started = now();
-    let at_head_at_once = unsafe {
-        pg_sys::LockAcquire(&queue, exclusive, false, true)
-            != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
-    };
+    let at_head_at_once = try_lock_exclusive(&queue, false);
     if at_head_at_once {
         if let Some(slot) = try_slots(key, permits, scope) {
             leave_line();

@@ -17,7 +17,7 @@ mod storage;
 
 use crate::errors::{refuse_in_parallel_mode, FencedError, OrRaise};
 use crate::locking::permit_argument;
-use crate::locking::{key_forms, Wait};
+use crate::locking::{key_forms, try_lock_exclusive, Wait};
 use crate::stats::{self, Count};
 use crate::types::{required, LockKey, MAX_PERMITS};
 use crate::unguarded;
@@ -172,6 +172,8 @@ struct Acquire<'a> {
     waiting: bool,
     /// A permit of the key's lease semaphore of this many permits; None: the key's lease.
     permits: Option<u16>,
+    /// The lock the key's waiting acquires line up on (`LockKey::lease_line_tag`).
+    line: pg_sys::LOCKTAG,
 }
 
 /// One look: the key's lease, or a permit of it.
@@ -231,9 +233,9 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, slot: u16) 
         ttl,
         waiting,
         permits: _,
+        ref line,
     } = *acquire;
     let columns = &lease.columns;
-    let line = keyed.key.lease_line_tag(acquire.permits.is_some());
     let (ttl, delay) = (ttl.into_datum(), lock_delay().into_datum());
     // The columns a new holder writes, the key's own aside.
     let new_holder = |token: i64| {
@@ -269,7 +271,7 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, slot: u16) 
             let takeable = (row.owner.is_none()
                 || this_owners(row)
                 || row.available_at.is_some_and(|at| at <= now))
-                && (waiting || line_is_empty(&line));
+                && (waiting || line_is_empty(line));
             let granted = match row.owner.is_some() && !this_owners(row) {
                 true => Granted::TakenOver,
                 false => Granted::Acquired,
@@ -293,7 +295,7 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, slot: u16) 
         // No row: the key was never leased, or its row was swept. A first lease being written
         // by another open transaction holds the key's first-lease lock until it ends: busy.
         // So is a key with waiters in line, to a call that does not wait.
-        if !(waiting || line_is_empty(&line)) || !lock_first_lease(keyed.key, slot) {
+        if !(waiting || line_is_empty(line)) || !lock_first_lease(keyed.key, slot) {
             return Seen::BUSY;
         }
         // With that lock, nobody else writes the key's first lease through these functions;
@@ -441,14 +443,7 @@ fn transaction_snapshot() -> bool {
 /// lease), taken without waiting: false when another open transaction is writing that first
 /// lease.
 fn lock_first_lease(key: LockKey, slot: u16) -> bool {
-    unsafe {
-        pg_sys::LockAcquire(
-            &first_lease_tag(key, slot),
-            pg_sys::ExclusiveLock as _,
-            false,
-            true,
-        ) != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
-    }
+    try_lock_exclusive(&first_lease_tag(key, slot), false)
 }
 
 /// Lets go of the hold `lock_first_lease` took (one of this transaction's holds, if it had
@@ -562,6 +557,7 @@ fn acquire(
     let deadline =
         wait.map(|wait| now().saturating_add(wait.as_micros().clamp(0, i64::MAX as i128) as i64));
     let channel = wakeups::channel(keyed.key);
+    let line = keyed.key.lease_line_tag(permits.is_some());
     let call = Acquire {
         fcinfo,
         function,
@@ -570,21 +566,21 @@ fn acquire(
         ttl,
         waiting: deadline.is_some(),
         permits,
+        line,
     };
     let mut wait = LeaseWait::new(call.keyed.key);
     // A waiting acquire first takes its place in the key's line and looks only at its head,
     // so that waiters are granted in arrival order; it leaves the line once it has the lease
     // or gives up (an error leaves it with the rest of the transaction's locks).
-    let line = call.keyed.key.lease_line_tag(permits.is_some());
     if let Some(deadline) = deadline {
-        if !join_line(call.keyed.key, &line, deadline - now()) {
+        if !join_line(call.keyed.key, &call.line, deadline - now()) {
             wait.ended();
             return None;
         }
     }
     let leave_line = || {
         if deadline.is_some() {
-            unsafe { pg_sys::LockRelease(&line, pg_sys::ExclusiveLock as _, false) };
+            unsafe { pg_sys::LockRelease(&call.line, pg_sys::ExclusiveLock as _, false) };
         }
     };
     loop {
@@ -642,10 +638,7 @@ fn acquire(
 /// Takes a place in the line of `key`'s waiting lease acquires, `line`, and waits at most
 /// `left_us` to reach its head: false when that ran out first.
 fn join_line(key: LockKey, line: &pg_sys::LOCKTAG, left_us: i64) -> bool {
-    let at_head = unsafe {
-        pg_sys::LockAcquire(line, pg_sys::ExclusiveLock as _, false, true)
-            != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
-    };
+    let at_head = try_lock_exclusive(line, false);
     let millis = ((left_us.max(0) + 999) / 1000).min(i64::from(i32::MAX)) as i32;
     at_head || crate::locking::wait_in_line(key, line, Wait::AtMost { millis, of: millis })
 }
@@ -653,10 +646,7 @@ fn join_line(key: LockKey, line: &pg_sys::LOCKTAG, left_us: i64) -> bool {
 /// Whether nobody waits in `line` (then a call that does not wait may take a free lease): a
 /// waiting acquire at its head is first in line for it.
 fn line_is_empty(line: &pg_sys::LOCKTAG) -> bool {
-    let free = unsafe {
-        pg_sys::LockAcquire(line, pg_sys::ExclusiveLock as _, false, true)
-            != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
-    };
+    let free = try_lock_exclusive(line, false);
     if free {
         unsafe { pg_sys::LockRelease(line, pg_sys::ExclusiveLock as _, false) };
     }
