@@ -37,7 +37,8 @@ WARM_S = 0.5
 PG_SYSTEMS = ("by-hand", "fenced-xact", "fenced-lease", "fenced-leader")
 # The short form's systems (`--quick`, in make test), and its throughput row's.
 QUICK_SYSTEMS = FENCED_LOCK + ("redis", "redlock", "fenced-control")
-QUICK_THROUGHPUT = ("redis", "by-hand", "fenced-xact", "fenced-lease", "fenced-leader")
+QUICK_THROUGHPUT = ("redis", "by-hand", "fenced-xact", "fenced-lease", "fenced-lease-unflushed",
+                    "fenced-leader")
 # PostgreSQL's defaults for its TCP settings (0: the kernel's), for a lost host's second cell.
 DEFAULT_TCP = {name: 0 for name in ADVISED_TCP}
 # How long after the fault every hot key must again have an accepted write (liveness).
@@ -883,11 +884,17 @@ def report(directory, faults, results, speeds, trials, seconds):
     lines += ["", f"Lock cycles per second (take, release; no work), {THROUGHPUT_CLIENTS} "
               "client processes of the same harness, on random keys and on one hot key (Python "
               "clients on the same 2 cores: the ratios mean more than the numbers):", "",
-              "| system | random keys | one hot key | failed calls | durable writes per cycle |",
-              "|---|---|---|---|---|"]
+              "| system | random keys | one hot key | vs Redis (random, hot) | failed calls "
+              "| durable writes per cycle |", "|---|---|---|---|---|---|"]
+    redis_row = speeds.get("redis")
+
+    def against_redis(row):
+        if not redis_row or not redis_row["random"] or not redis_row["hot"]:
+            return ""
+        return f"{row['random'] / redis_row['random']:.2f}x, {row['hot'] / redis_row['hot']:.2f}x"
     lines += [f"| {SYSTEMS[system].name} | {row['random']:,.0f} | {row['hot']:,.0f} | "
-              f"{row['random errors'] + row['hot errors']} | {row['durable']} |"
-              for system, row in speeds.items()]
+              f"{against_redis(row)} | {row['random errors'] + row['hot errors']} | "
+              f"{row['durable']} |" for system, row in speeds.items()]
     lines += ["", "Durable writes are the lock service's syncs of its log to disk during the "
               "row's runs, per lock cycle: PostgreSQL's `pg_stat_wal.wal_sync` on the lock "
               "server, etcd's WAL fsyncs summed over its members; for Redis, what its "

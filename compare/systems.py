@@ -236,6 +236,18 @@ class FencedLease(OneCallLock):
         return self.call(self.RENEW, grant.key, grant.token)
 
 
+class FencedLeaseUnflushed(FencedLease):
+    """The lease on a connection with `synchronous_commit = off` (the README's opt-in: its
+    commits do not wait for the WAL flush; tokens stay durable): the throughput row only."""
+
+    name = "fenced_lock (lease), synchronous_commit off"
+
+    def __init__(self, services):
+        super().__init__(services)
+        with self.conn.cursor() as cursor:
+            cursor.execute("SET synchronous_commit = off")
+
+
 class FencedLeader(OneCallLock):
     """fenced_lock's session lock for leader election: `become_leader(ns, key, owner)` on a
     dedicated connection (the term is the token), `release_fenced`."""
@@ -327,11 +339,12 @@ SYSTEMS = {"redis": RedisLock, "redis-careful": RedisCareful, "redis-aof": Redis
            "redlock-delayed": RedlockDelayed, "etcd": EtcdLock, "by-hand": ByHand,
            "by-hand-one": ByHandOneStatement,
            "fenced-xact": FencedTransaction, "fenced-lease": FencedLease,
-           "fenced-leader": FencedLeader, "fenced-control": FencedControl}
+           "fenced-lease-unflushed": FencedLeaseUnflushed, "fenced-leader": FencedLeader,
+           "fenced-control": FencedControl}
 # The throughput row's systems (the variants that take and release a lock as their base does
 # are left out, and WAIT needs a replica).
 THROUGHPUT = ("redis", "redis-aof", "redlock", "etcd", "by-hand", "by-hand-one", "fenced-xact",
-              "fenced-lease", "fenced-leader")
+              "fenced-lease", "fenced-lease-unflushed", "fenced-leader")
 # The rows every fault applies to (where it can); the variants run in their own columns.
 BASE = ("redis", "redis-careful", "redlock", "redlock-careful", "etcd", "by-hand",
         "fenced-xact", "fenced-lease", "fenced-leader")

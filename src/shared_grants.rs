@@ -9,10 +9,11 @@
 //! re-creates shared memory, and with it an empty table.
 //!
 //! No lock: a backend claims a free slot with a compare-and-swap of its pid (starting where its
-//! last grant was, so backends keep to slots of their own) and only it writes that slot, inside
-//! a change count that is odd while it writes. A reader copies a slot between two readings of
-//! an even, equal count; a slot that changed meanwhile was being published or withdrawn, and is
-//! read as not there (as it was, or will be, a moment later). The slot's grant is stored as
+//! last grant was, or near the table's start by its backend number, so backends keep to slots
+//! of their own and the slots in use stay packed below a mark readers stop at) and only it
+//! writes that slot, inside a change count that is odd while it writes. A reader copies a slot
+//! between two readings of an even, equal count; a slot that changed meanwhile was being
+//! published or withdrawn, and is read as not there (as it was, or will be, a moment later). The slot's grant is stored as
 //! atomic words, written and copied with relaxed atomic operations between the count's
 //! release and acquire orderings (a seqlock): a copy that races a write is a data race in no
 //! memory model, and is only read as a grant once the count shows it is whole.
@@ -167,13 +168,22 @@ struct Table {
     /// Slots claimed: a publish reserves one here first, so a full table is known at once
     /// (without a search) and a reserved slot is always there to be found.
     claimed: AtomicU32,
+    /// One past the highest slot ever claimed: readers stop there. Backends first look at
+    /// slots near the start (SLOTS_PER_BACKEND apart, by backend number), so the slots in use
+    /// stay packed and a read costs the grants live at the busiest moment, not max_grants.
+    in_use_below: AtomicU32,
     slots: [Slot; 0],
 }
+
+/// How far apart backends' first looks are: room for a few grants each before they meet.
+const SLOTS_PER_BACKEND: usize = 4;
 
 static mut TABLE: *mut Table = std::ptr::null_mut();
 
 thread_local! {
-    /// Where this backend looks for a free slot first: the one its last grant had.
+    /// Where this backend looks for a free slot first: after its last grant's while it holds
+    /// grants, at the lowest slot it freed once they end (so its slots stay where they began,
+    /// and do not creep through the table, raising the readers' mark, grant after grant).
     static FIRST_LOOK: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
 }
 
@@ -201,6 +211,7 @@ fn place() {
         if !found {
             (*table).capacity = capacity;
             (*table).claimed = AtomicU32::new(0);
+            (*table).in_use_below = AtomicU32::new(0);
             let slots = (*table).slots.as_mut_ptr();
             for index in 0..capacity as usize {
                 slots.add(index).write(Slot {
@@ -233,29 +244,40 @@ fn available() -> bool {
     unsafe { !TABLE.is_null() }
 }
 
-/// The table's claim count and slots; None when there is no table.
-fn table() -> Option<(&'static AtomicU32, &'static mut [Slot])> {
-    if !available() {
-        return None;
+/// The table in shared memory; None when there is no table.
+fn table() -> Option<&'static Table> {
+    available().then(|| unsafe { &*TABLE })
+}
+
+impl Table {
+    fn slots(&self) -> &[Slot] {
+        unsafe { std::slice::from_raw_parts(self.slots.as_ptr(), self.capacity as usize) }
     }
-    unsafe {
-        let table = &mut *TABLE;
-        let slots =
-            std::slice::from_raw_parts_mut(table.slots.as_mut_ptr(), table.capacity as usize);
-        Some((&table.claimed, slots))
+
+    /// The slots claimed at some time since the server started (a prefix of `slots`).
+    fn used_slots(&self) -> &[Slot] {
+        &self.slots()[..self.in_use_below.load(Ordering::Acquire) as usize]
     }
+}
+
+/// This backend's number (its PGPROC's place among all of them), from 0.
+fn backend_number() -> usize {
+    unsafe { pg_sys::MyProc.offset_from((*pg_sys::ProcGlobal).allProcs) as usize }
 }
 
 /// Publishes a grant of this backend; its slot, or None (no table, or the table is full).
 pub fn publish(grant: &NewGrant, token: i64) -> Option<u32> {
-    let (claimed, slots) = table()?;
+    let table = table()?;
+    let (claimed, slots) = (&table.claimed, table.slots());
     let capacity = slots.len();
     if claimed.fetch_add(1, Ordering::Relaxed) as usize >= capacity {
         claimed.fetch_sub(1, Ordering::Relaxed);
         return None;
     }
     let (pid, database) = unsafe { (pg_sys::MyProcPid, pg_sys::MyDatabaseId) };
-    let first = FIRST_LOOK.get().unwrap_or(pid as u32) as usize % capacity;
+    let first = (FIRST_LOOK.get().map(|index| index as usize))
+        .unwrap_or_else(|| backend_number() * SLOTS_PER_BACKEND)
+        % capacity;
     // A slot freed behind the search while others took those ahead of it can take a second
     // pass to find.
     let index = std::iter::repeat_n((first..capacity).chain(0..first), 2)
@@ -275,6 +297,8 @@ pub fn publish(grant: &NewGrant, token: i64) -> Option<u32> {
         claimed.fetch_sub(1, Ordering::Relaxed);
         return None;
     };
+    // Raised before the grant is written, so that a grant written whole is below the mark.
+    (table.in_use_below).fetch_max(index as u32 + 1, Ordering::AcqRel);
     slots[index].write(Published {
         database,
         ns: grant.lock.key.ns,
@@ -289,18 +313,19 @@ pub fn publish(grant: &NewGrant, token: i64) -> Option<u32> {
         owner: ShortText::new(grant.owner),
         spare: [0; 5],
     });
-    FIRST_LOOK.set(Some(index as u32));
+    FIRST_LOOK.set(Some(index as u32 + 1));
     Some(index as u32)
 }
 
 /// Removes grants this backend published.
 pub fn withdraw(indexes: impl IntoIterator<Item = u32>) {
-    let Some((claimed, slots)) = table() else {
+    let Some(table) = table() else {
         return;
     };
+    let (claimed, slots) = (&table.claimed, table.slots());
     let pid = unsafe { pg_sys::MyProcPid } as u32;
     for index in indexes {
-        let slot = &mut slots[index as usize];
+        let slot = &slots[index as usize];
         // Only this backend's own slot: never free another backend's grant.
         if slot.claimed_by.load(Ordering::Relaxed) == pid {
             slot.write(Published {
@@ -309,6 +334,9 @@ pub fn withdraw(indexes: impl IntoIterator<Item = u32>) {
             });
             slot.claimed_by.store(0, Ordering::Release);
             claimed.fetch_sub(1, Ordering::Relaxed);
+            FIRST_LOOK.set(Some(
+                FIRST_LOOK.get().map_or(index, |first| first.min(index)),
+            ));
         }
     }
 }
@@ -331,7 +359,7 @@ pub struct Grant {
 /// empty when there is no table.
 pub fn live_grants() -> Vec<Grant> {
     let database = unsafe { pg_sys::MyDatabaseId };
-    let slots = table().map(|(_, slots)| &*slots).unwrap_or_default();
+    let slots = table().map(Table::used_slots).unwrap_or_default();
     let live: Vec<(i32, Published)> = (slots.iter())
         .filter_map(Slot::read)
         .filter(|(_, published)| published.database == database)

@@ -106,10 +106,10 @@ SELECT count(*) FILTER (WHERE release_lease(7503, id, token)) AS released
 UPDATE fenced_lease_state SET expires_at = clock_timestamp() - interval '2 hours'
  WHERE ns = 7503 AND id BETWEEN 101 AND 150;
 -- First leases of new keys sweep the table's pages (32 pages every 16th first lease of a
--- backend) until none is left dead.
+-- backend, up to every 256th after sweeps that found nothing) until none is left dead.
 SELECT count(*) > 0 AS first_leases_taken FROM (
     SELECT acquire_lease(7504, g, 'sweeper', '1 minute')
-      FROM generate_series(1, 16 * ((SELECT pg_relation_size('fenced_lease_state')
+      FROM generate_series(1, 256 * ((SELECT pg_relation_size('fenced_lease_state')
                                             / current_setting('block_size')::int)::int / 32 + 1)) g) l;
 SELECT count(*) FILTER (WHERE owner IS NULL) AS released_left,
        count(*) FILTER (WHERE expires_at < clock_timestamp() - interval '1 hour')

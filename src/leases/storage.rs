@@ -36,9 +36,14 @@ const LEASE_TABLE: &std::ffi::CStr = c"fenced_lease_state";
 const RETENTION_US: i64 = 3_600_000_000;
 
 /// Every SWEEP_EVERY-th first lease of a key in a backend sweeps SWEEP_PAGES table pages for
-/// such rows: more rows than those first leases add (a page holds at least a dozen lease rows
-/// of the longest owner and key), in one scan rather than one per first lease.
+/// such rows, in one scan rather than one per first lease. A sweep that finds none (pages of
+/// live leases) doubles the backend's interval, up to SWEEP_EVERY_MOST, and one that deletes
+/// some sets it back: a large table of live leases is not read over and over for nothing.
+/// Even the longest interval reads more rows than its first leases add (a page holds at least
+/// a dozen lease rows of the longest owner and key: 384 rows per 256 first leases), so the
+/// sweep overtakes the table's growth and comes round to every retired row.
 const SWEEP_EVERY: u32 = 16;
+const SWEEP_EVERY_MOST: u32 = 16 * SWEEP_EVERY;
 const SWEEP_PAGES: u32 = 2 * SWEEP_EVERY;
 
 /// PostgreSQL's timestamp range in microseconds since 2000-01-01 (MIN_TIMESTAMP and
@@ -408,6 +413,51 @@ pub struct LeaseRow {
     pub available_at: Option<pg_sys::TimestampTz>,
 }
 
+/// A lease row's columns, deformed into buffers that a scan reuses from row to row.
+struct Deformed {
+    values: Vec<pg_sys::Datum>,
+    nulls: Vec<bool>,
+}
+
+impl Deformed {
+    fn new(lease: &LeaseTable) -> Deformed {
+        let width = unsafe { (*(*lease.heap).rd_att).natts } as usize;
+        Deformed {
+            values: vec![pg_sys::Datum::from(0); width],
+            nulls: vec![false; width],
+        }
+    }
+
+    /// # Safety
+    /// `tuple` must be a valid row of `lease`'s table whose buffer is pinned.
+    unsafe fn deform(&mut self, lease: &LeaseTable, tuple: pg_sys::HeapTuple) -> &Deformed {
+        unsafe {
+            let descriptor = (*lease.heap).rd_att;
+            let (values, nulls) = (self.values.as_mut_ptr(), self.nulls.as_mut_ptr());
+            pg_sys::heap_deform_tuple(tuple, descriptor, values, nulls);
+        }
+        self
+    }
+
+    fn column(&self, number: i16) -> Option<pg_sys::Datum> {
+        let index = number as usize - 1;
+        (!self.nulls[index]).then_some(self.values[index])
+    }
+
+    fn expires_at(&self, columns: &Columns) -> Option<pg_sys::TimestampTz> {
+        self.column(columns.expires_at).map(|at| at.value() as i64)
+    }
+
+    /// When another owner may take the lease: its expiry plus its lock-delay.
+    fn available_at(&self, columns: &Columns) -> Option<pg_sys::TimestampTz> {
+        let expires_at = self.expires_at(columns);
+        match columns.lock_delay.and_then(|number| self.column(number)) {
+            Some(delay) => expires_at.map(|at| saturating_plus(at, delay)),
+            None => expires_at,
+        }
+    }
+}
+
 impl LeaseRow {
     /// The lease in `tuple`, a row of the lease table whose buffer is pinned (an interval is
     /// passed by reference).
@@ -417,33 +467,25 @@ impl LeaseRow {
     unsafe fn read(lease: &LeaseTable, tuple: pg_sys::HeapTuple) -> LeaseRow {
         let columns = &lease.columns;
         unsafe {
-            let descriptor = (*lease.heap).rd_att;
-            let width = (*descriptor).natts as usize;
-            let (mut values, mut nulls) = (vec![pg_sys::Datum::from(0); width], vec![false; width]);
-            pg_sys::heap_deform_tuple(tuple, descriptor, values.as_mut_ptr(), nulls.as_mut_ptr());
-            let column = |number: i16| {
-                let index = number as usize - 1;
-                (!nulls[index]).then_some(values[index])
-            };
-            let expires_at = column(columns.expires_at).map(|at| at.value() as i64);
-            let available_at = match columns.lock_delay.and_then(column) {
-                Some(delay) => expires_at.map(|at| saturating_plus(at, delay)),
-                None => expires_at,
-            };
+            let mut buffers = Deformed::new(lease);
+            let row = buffers.deform(lease, tuple);
             LeaseRow {
                 ctid: (*tuple).t_self,
                 tuple: pg_sys::heap_copytuple(tuple),
-                slot: columns
-                    .slot
-                    .and_then(column)
+                slot: (columns.slot.and_then(|number| row.column(number)))
                     .map_or(0, |slot| slot.value() as u16),
-                owner: column(columns.owner).and_then(|owner| String::from_datum(owner, false)),
-                holder: column(columns.holder).map_or(pg_sys::InvalidOid, |holder| {
-                    pg_sys::Oid::from(holder.value() as u32)
-                }),
-                token: column(columns.token).map_or(0, |token| token.value() as i64),
-                expires_at,
-                available_at,
+                owner: (row.column(columns.owner))
+                    .and_then(|owner| String::from_datum(owner, false)),
+                holder: row
+                    .column(columns.holder)
+                    .map_or(pg_sys::InvalidOid, |holder| {
+                        pg_sys::Oid::from(holder.value() as u32)
+                    }),
+                token: row
+                    .column(columns.token)
+                    .map_or(0, |token| token.value() as i64),
+                expires_at: row.expires_at(columns),
+                available_at: row.available_at(columns),
             }
         }
     }
@@ -648,24 +690,38 @@ unsafe fn scan_key<R>(
     }
 }
 
+/// Where a backend is in its sweeps of the lease table.
+#[derive(Clone, Copy)]
+struct Sweeps {
+    /// The table page the next sweep starts at (backends start at different pages).
+    next_page: Option<u32>,
+    /// First leases taken since the last sweep.
+    first_leases: u32,
+    /// First leases from one sweep to the next (SWEEP_EVERY to SWEEP_EVERY_MOST).
+    every: u32,
+}
+
 thread_local! {
-    /// The table page this backend's next sweep starts at (backends start at different pages),
-    /// and the first leases it took since its last sweep.
-    static NEXT_SWEEP: std::cell::Cell<(Option<u32>, u32)> = const { std::cell::Cell::new((None, 0)) };
+    static SWEEPS: std::cell::Cell<Sweeps> = const {
+        std::cell::Cell::new(Sweeps { next_page: None, first_leases: 0, every: SWEEP_EVERY })
+    };
     /// The lease table to sweep when this transaction commits.
     static SWEEP_AT_COMMIT: std::cell::Cell<Option<pg_sys::Oid>> =
         const { std::cell::Cell::new(None) };
 }
 
-/// Counts a first lease: this backend's first, and every SWEEP_EVERY-th after it, sweeps the
+/// Counts a first lease: this backend's first, and every `every`-th after it, sweeps the
 /// table when its transaction commits. First leases sweep more than they add, so dead rows
 /// cannot pile up, and no background worker is needed.
 pub fn sweep_now_and_then(lease: &LeaseTable) {
-    let (next_page, since_sweep) = NEXT_SWEEP.get();
-    if since_sweep % SWEEP_EVERY == 0 {
+    let sweeps = SWEEPS.get();
+    if sweeps.first_leases.is_multiple_of(sweeps.every) {
         SWEEP_AT_COMMIT.set(Some(unsafe { (*lease.heap).rd_id }));
     }
-    NEXT_SWEEP.set((next_page, since_sweep + 1));
+    SWEEPS.set(Sweeps {
+        first_leases: sweeps.first_leases + 1,
+        ..sweeps
+    });
 }
 
 #[pg_guard]
@@ -682,7 +738,10 @@ unsafe extern "C-unwind" fn on_transaction_end(
         (Some(table), XACT_EVENT_PRE_COMMIT) => sweep(table),
         // A prepared transaction would hold the deleted rows until COMMIT PREPARED: it does
         // not sweep (nor one that aborts), and the backend's next first lease does instead.
-        (Some(_), _) => NEXT_SWEEP.set((NEXT_SWEEP.get().0, 0)),
+        (Some(_), _) => SWEEPS.set(Sweeps {
+            first_leases: 0,
+            ..SWEEPS.get()
+        }),
         (None, _) => {}
     }
 }
@@ -701,16 +760,20 @@ fn sweep(table: pg_sys::Oid) {
     let heap = lease.heap;
     let pages =
         unsafe { pg_sys::RelationGetNumberOfBlocksInFork(heap, pg_sys::ForkNumber::MAIN_FORKNUM) };
-    let (next_page, _) = NEXT_SWEEP.get();
+    let sweeps = SWEEPS.get();
     let start = match pages > SWEEP_PAGES {
-        true => next_page.unwrap_or(unsafe { pg_sys::MyProcPid } as u32) % pages,
+        true => (sweeps.next_page).unwrap_or(unsafe { pg_sys::MyProcPid } as u32) % pages,
         false => 0,
     };
-    NEXT_SWEEP.set((Some(start + SWEEP_PAGES), 1));
     let retired_before = unguarded::now() - RETENTION_US;
-    let retired = |row: &LeaseRow| {
-        row.owner.is_none() || row.available_at.is_some_and(|at| at < retired_before)
+    let columns = lease.columns;
+    let retired = |row: &Deformed| {
+        row.column(columns.owner).is_none()
+            || row
+                .available_at(&columns)
+                .is_some_and(|at| at < retired_before)
     };
+    let mut deleted = 0;
     if pages > 0 {
         unsafe {
             let mut dirty = dirty_snapshot();
@@ -726,6 +789,7 @@ fn sweep(table: pg_sys::Oid) {
             );
             pg_sys::heap_setscanlimits(scan, start, SWEEP_PAGES.min(pages - start));
             let cid = pg_sys::GetCurrentCommandId(true);
+            let mut row = Deformed::new(&lease);
             loop {
                 let tuple = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
                 if tuple.is_null() {
@@ -742,23 +806,32 @@ fn sweep(table: pg_sys::Oid) {
                 // snapshot holding back pruning (the sweep runs at commit), the row's line
                 // pointer could otherwise be pruned and given to a row still being inserted
                 // before the delete came ("attempted to delete invisible tuple").
-                if settled && retired(&LeaseRow::read(&lease, tuple)) {
-                    let mut row = (*tuple).t_self;
+                if settled && retired(row.deform(&lease, tuple)) {
+                    let mut ctid = (*tuple).t_self;
                     let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
                     let crosscheck = std::ptr::null_mut();
                     pg_sys::heap_delete(
                         heap,
-                        &mut row,
+                        &mut ctid,
                         cid,
                         crosscheck,
                         false,
                         &mut failure,
                         false,
                     );
+                    deleted += 1;
                 }
             }
             pg_sys::heap_endscan(scan);
         }
     }
     lease.close();
+    SWEEPS.set(Sweeps {
+        next_page: Some(start + SWEEP_PAGES),
+        first_leases: 1,
+        every: match deleted {
+            0 => (sweeps.every * 2).min(SWEEP_EVERY_MOST),
+            _ => SWEEP_EVERY,
+        },
+    });
 }
