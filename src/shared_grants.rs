@@ -13,10 +13,11 @@
 //! of their own and the slots in use stay packed below a mark readers stop at) and only it
 //! writes that slot, inside a change count that is odd while it writes. A reader copies a slot
 //! between two readings of an even, equal count; a slot that changed meanwhile was being
-//! published or withdrawn, and is read as not there (as it was, or will be, a moment later). The slot's grant is stored as
-//! atomic words, written and copied with relaxed atomic operations between the count's
-//! release and acquire orderings (a seqlock): a copy that races a write is a data race in no
-//! memory model, and is only read as a grant once the count shows it is whole.
+//! published or withdrawn, and is read as not there (as it was, or will be, a moment later).
+//! The slot's grant is stored as atomic words, written and copied with relaxed atomic
+//! operations between the count's release and acquire orderings (a seqlock): a copy that races
+//! a write is a data race in no memory model, and is only read as a grant once the count shows
+//! it is whole.
 
 use crate::settings;
 use crate::shmem::Part;
