@@ -9,9 +9,10 @@
 //! re-creates shared memory, and with it an empty table.
 //!
 //! No lock: a backend claims a free slot with a compare-and-swap of its pid (starting where its
-//! last grant was, or near the table's start by its backend number, so backends keep to slots
-//! of their own and the slots in use stay packed below a mark readers stop at) and only it
-//! writes that slot, inside a change count that is odd while it writes. A reader copies a slot
+//! last grant was, or at its pid modulo the table's size, so backends keep apart) and only it
+//! writes that slot, inside a change count that is odd while it writes. Each chunk of 64 slots
+//! counts its claimed slots, and readers copy only chunks whose count is not 0, so a read
+//! costs the grants live, not `max_grants`. A reader copies a slot
 //! between two readings of an even, equal count; a slot that changed meanwhile was being
 //! published or withdrawn, and is read as not there (as it was, or will be, a moment later).
 //! The slot's grant is stored as atomic words, written and copied with relaxed atomic
@@ -169,27 +170,29 @@ struct Table {
     /// Slots claimed: a publish reserves one here first, so a full table is known at once
     /// (without a search) and a reserved slot is always there to be found.
     claimed: AtomicU32,
-    /// One past the highest slot ever claimed: readers stop there. Backends first look at
-    /// slots near the start (SLOTS_PER_BACKEND apart, by backend number), so the slots in use
-    /// stay packed and a read costs the grants live at the busiest moment, not max_grants.
-    in_use_below: AtomicU32,
+    /// `capacity` slots, then a claim count per CHUNK slots (`chunks`).
     slots: [Slot; 0],
 }
 
-/// How far apart backends' first looks are: room for a few grants each before they meet.
-const SLOTS_PER_BACKEND: usize = 4;
+/// Slots per claim count: readers skip a chunk whose count is 0 without reading its slots.
+const CHUNK: usize = 64;
+
+fn chunk_count(capacity: u32) -> usize {
+    (capacity as usize).div_ceil(CHUNK)
+}
 
 static mut TABLE: *mut Table = std::ptr::null_mut();
 
 thread_local! {
-    /// Where this backend looks for a free slot first: after its last grant's while it holds
-    /// grants, at the lowest slot it freed once they end (so its slots stay where they began,
-    /// and do not creep through the table, raising the readers' mark, grant after grant).
+    /// Where this backend looks for a free slot first: after its last grant's, or its lowest
+    /// freed one (so its grants stay together in a few chunks, not spread grant after grant).
     static FIRST_LOOK: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
 }
 
 fn table_size(capacity: u32) -> usize {
-    std::mem::size_of::<Table>() + capacity as usize * std::mem::size_of::<Slot>()
+    std::mem::size_of::<Table>()
+        + capacity as usize * std::mem::size_of::<Slot>()
+        + chunk_count(capacity) * std::mem::size_of::<AtomicU32>()
 }
 
 /// The table in shared memory (shmem.rs).
@@ -212,7 +215,6 @@ fn place() {
         if !found {
             (*table).capacity = capacity;
             (*table).claimed = AtomicU32::new(0);
-            (*table).in_use_below = AtomicU32::new(0);
             let slots = (*table).slots.as_mut_ptr();
             for index in 0..capacity as usize {
                 slots.add(index).write(Slot {
@@ -236,6 +238,10 @@ fn place() {
                     .map(AtomicU64::new),
                 });
             }
+            let chunks = slots.add(capacity as usize) as *mut AtomicU32;
+            for index in 0..chunk_count(capacity) {
+                chunks.add(index).write(AtomicU32::new(0));
+            }
         }
         TABLE = table;
     }
@@ -255,15 +261,21 @@ impl Table {
         unsafe { std::slice::from_raw_parts(self.slots.as_ptr(), self.capacity as usize) }
     }
 
-    /// The slots claimed at some time since the server started (a prefix of `slots`).
-    fn used_slots(&self) -> &[Slot] {
-        &self.slots()[..self.in_use_below.load(Ordering::Acquire) as usize]
+    /// Each chunk's count of claimed slots (after the slots).
+    fn chunks(&self) -> &[AtomicU32] {
+        unsafe {
+            let after_slots = self.slots.as_ptr().add(self.capacity as usize) as *const AtomicU32;
+            std::slice::from_raw_parts(after_slots, chunk_count(self.capacity))
+        }
     }
-}
 
-/// This backend's number (its PGPROC's place among all of them), from 0.
-fn backend_number() -> usize {
-    unsafe { pg_sys::MyProc.offset_from((*pg_sys::ProcGlobal).allProcs) as usize }
+    /// The slots of chunks with a slot claimed (a chunk claimed once the scan passes it is
+    /// read as it was: without that grant, published a moment later).
+    fn claimed_slots(&self) -> impl Iterator<Item = &Slot> {
+        (self.chunks().iter().zip(self.slots().chunks(CHUNK)))
+            .filter(|(count, _)| count.load(Ordering::Acquire) > 0)
+            .flat_map(|(_, slots)| slots)
+    }
 }
 
 /// Publishes a grant of this backend; its slot, or None (no table, or the table is full).
@@ -276,9 +288,7 @@ pub fn publish(grant: &NewGrant, token: i64) -> Option<u32> {
         return None;
     }
     let (pid, database) = unsafe { (pg_sys::MyProcPid, pg_sys::MyDatabaseId) };
-    let first = (FIRST_LOOK.get().map(|index| index as usize))
-        .unwrap_or_else(|| backend_number() * SLOTS_PER_BACKEND)
-        % capacity;
+    let first = FIRST_LOOK.get().unwrap_or(pid as u32) as usize % capacity;
     // A slot freed behind the search while others took those ahead of it can take a second
     // pass to find.
     let index = std::iter::repeat_n((first..capacity).chain(0..first), 2)
@@ -298,8 +308,8 @@ pub fn publish(grant: &NewGrant, token: i64) -> Option<u32> {
         claimed.fetch_sub(1, Ordering::Relaxed);
         return None;
     };
-    // Raised before the grant is written, so that a grant written whole is below the mark.
-    (table.in_use_below).fetch_max(index as u32 + 1, Ordering::AcqRel);
+    // Counted before the grant is written, so that readers see every grant written whole.
+    table.chunks()[index / CHUNK].fetch_add(1, Ordering::AcqRel);
     slots[index].write(Published {
         database,
         ns: grant.lock.key.ns,
@@ -334,6 +344,7 @@ pub fn withdraw(indexes: impl IntoIterator<Item = u32>) {
                 ..slot.own()
             });
             slot.claimed_by.store(0, Ordering::Release);
+            table.chunks()[index as usize / CHUNK].fetch_sub(1, Ordering::Release);
             claimed.fetch_sub(1, Ordering::Relaxed);
             FIRST_LOOK.set(Some(
                 FIRST_LOOK.get().map_or(index, |first| first.min(index)),
@@ -360,8 +371,10 @@ pub struct Grant {
 /// empty when there is no table.
 pub fn live_grants() -> Vec<Grant> {
     let database = unsafe { pg_sys::MyDatabaseId };
-    let slots = table().map(Table::used_slots).unwrap_or_default();
-    let live: Vec<(i32, Published)> = (slots.iter())
+    let Some(table) = table() else {
+        return Vec::new();
+    };
+    let live: Vec<(i32, Published)> = (table.claimed_slots())
         .filter_map(Slot::read)
         .filter(|(_, published)| published.database == database)
         .collect();
