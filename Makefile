@@ -31,7 +31,7 @@ export PGRX_HOME := $(CURDIR)/build/pgrx-home
 MAKE_ARGS := $(if $(filter 15,$(PG)),,PG=$(PG)) $(if $(filter 54315,$(PORT)),,PORT=$(PORT))
 
 .PHONY: all build-setup setup install run demo psql stop test check lint unit checker sql-tests faults bench \
-	profile ha compare package dist clean
+	profile ha compare clients package dist clean
 
 # `make` builds the release library and scripts for PG_CONFIG (or PG) without installing them:
 # what `pgxn install` runs before `make install`.
@@ -126,6 +126,12 @@ sql-tests: install
 faults: install
 	cargo build --manifest-path examples/leader/Cargo.toml --target-dir target/faults
 	cargo test --manifest-path faults/Cargo.toml --target-dir target/faults --tests -- --test-threads=1 --nocapture
+
+# Client libraries (clients/): each built into its package, installed from it into a scratch
+# environment, and run through the conformance scenarios and fault tests against a server of its
+# own, directly and through PgBouncer.
+clients: install
+	clients/run.sh
 
 # CURVES=1: the scaling curves instead (bench/curves.py, about 15 minutes), fenced_lock beside
 # its anchor as clients, held locks, lease rows, keys per call and waiters grow; writes

@@ -111,6 +111,10 @@ if [ "$PG" = 15 ]; then
     read -r passed failed < <(cargo_counts "$LOGS/faults.log")
     record faults "$passed" "$failed" "$status" "$run_seconds"
 
+    # The client libraries, installed from their packages (clients/).
+    run clients make -s clients
+    record_lines clients $? clients
+
     # Patroni + etcd and pg_auto_failover (ha/): the short form (both modes, the lagging
     # replica, the frozen Patroni, a control, pg_auto_failover's lagging secondary).
     run ha make -s ha QUICK=1

@@ -1,0 +1,78 @@
+"""The test server and PgBouncer that clients/run.sh started, and helpers the tests share."""
+
+import itertools
+import os
+import subprocess
+import sys
+import time
+
+import psycopg
+import pytest
+
+DIRECT = os.environ["CLIENTS_DSN"]
+POOLED = os.environ["CLIENTS_POOLED_DSN"]
+ROUTES = {"direct": DIRECT, "pooled": POOLED}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Keys no other test uses: each test takes fresh ids in namespace 7700.
+NS = 7700
+_ids = itertools.count(1 + (os.getpid() % 1000) * 1000)
+
+
+@pytest.fixture
+def key():
+    """A fresh (ns, id) for one test."""
+    return NS, next(_ids)
+
+
+@pytest.fixture
+def doc_id():
+    """A row of `documents` no other test writes, with no fence yet."""
+    row = next(_ids) % 1000 + 1
+    with psycopg.connect(DIRECT, autocommit=True) as conn:
+        conn.execute("UPDATE documents SET fence = NULL, body = NULL WHERE id = %s", (row,))
+    return row
+
+
+@pytest.fixture(params=sorted(ROUTES))
+def dsn(request):
+    """Each test that takes it runs directly and through PgBouncer (transaction mode)."""
+    return ROUTES[request.param]
+
+
+@pytest.fixture
+def admin():
+    """A direct connection for looking at the server's state."""
+    with psycopg.connect(DIRECT, autocommit=True) as conn:
+        yield conn
+
+
+def lease_row(admin, ns, id):
+    """The lease's row in fenced_leases (token, owner, expires_at > now()), or None."""
+    return admin.execute(
+        "SELECT token, owner, expires_at > now() FROM fenced_leases WHERE ns = %s AND id = %s"
+        " AND slot = 0", (ns, id)).fetchone()
+
+
+def wait_until(predicate, timeout, interval=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+def restart_server():
+    """Stops the test server (fast shutdown: sessions are ended) and starts it again."""
+    pg = os.path.join(HERE, "..", "..", "..", "scripts", "pg.sh")
+    directory = os.environ["CLIENTS_SERVER_DIR"]
+    subprocess.run([pg, "stop", directory], check=True)
+    subprocess.run([pg, "start", directory, *os.environ["CLIENTS_SERVER_OPTIONS"].split()],
+                   check=True)
+
+
+def holder_process(*argv):
+    """tests/holder.py in a process of its own, its output line by line."""
+    return subprocess.Popen([sys.executable, os.path.join(HERE, "holder.py"), *map(str, argv)],
+                            stdout=subprocess.PIPE, text=True, bufsize=1)
