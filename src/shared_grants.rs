@@ -177,6 +177,11 @@ struct Table {
 /// Slots per claim count: readers skip a chunk whose count is 0 without reading its slots.
 const CHUNK: usize = 64;
 
+/// A chunk's count of claimed slots, on a cache line of its own: backends publishing in
+/// neighbouring chunks would otherwise write one line between them.
+#[repr(C, align(64))]
+struct ChunkCount(AtomicU32);
+
 fn chunk_count(capacity: u32) -> usize {
     (capacity as usize).div_ceil(CHUNK)
 }
@@ -192,7 +197,8 @@ thread_local! {
 fn table_size(capacity: u32) -> usize {
     std::mem::size_of::<Table>()
         + capacity as usize * std::mem::size_of::<Slot>()
-        + chunk_count(capacity) * std::mem::size_of::<AtomicU32>()
+        + std::mem::align_of::<ChunkCount>()
+        + chunk_count(capacity) * std::mem::size_of::<ChunkCount>()
 }
 
 /// The table in shared memory (shmem.rs).
@@ -238,9 +244,9 @@ fn place() {
                     .map(AtomicU64::new),
                 });
             }
-            let chunks = slots.add(capacity as usize) as *mut AtomicU32;
+            let chunks = (*table).chunks_start();
             for index in 0..chunk_count(capacity) {
-                chunks.add(index).write(AtomicU32::new(0));
+                chunks.add(index).write(ChunkCount(AtomicU32::new(0)));
             }
         }
         TABLE = table;
@@ -261,19 +267,24 @@ impl Table {
         unsafe { std::slice::from_raw_parts(self.slots.as_ptr(), self.capacity as usize) }
     }
 
+    /// Where the chunk counts start: the first cache line after the slots (table_size has
+    /// room for the alignment).
+    fn chunks_start(&self) -> *mut ChunkCount {
+        let after_slots = unsafe { self.slots.as_ptr().add(self.capacity as usize) } as *mut u8;
+        let skip = after_slots.align_offset(std::mem::align_of::<ChunkCount>());
+        unsafe { after_slots.add(skip) as *mut ChunkCount }
+    }
+
     /// Each chunk's count of claimed slots (after the slots).
-    fn chunks(&self) -> &[AtomicU32] {
-        unsafe {
-            let after_slots = self.slots.as_ptr().add(self.capacity as usize) as *const AtomicU32;
-            std::slice::from_raw_parts(after_slots, chunk_count(self.capacity))
-        }
+    fn chunks(&self) -> &[ChunkCount] {
+        unsafe { std::slice::from_raw_parts(self.chunks_start(), chunk_count(self.capacity)) }
     }
 
     /// The slots of chunks with a slot claimed (a chunk claimed once the scan passes it is
     /// read as it was: without that grant, published a moment later).
     fn claimed_slots(&self) -> impl Iterator<Item = &Slot> {
         (self.chunks().iter().zip(self.slots().chunks(CHUNK)))
-            .filter(|(count, _)| count.load(Ordering::Acquire) > 0)
+            .filter(|(count, _)| count.0.load(Ordering::Acquire) > 0)
             .flat_map(|(_, slots)| slots)
     }
 }
@@ -309,7 +320,9 @@ pub fn publish(grant: &NewGrant, token: i64) -> Option<u32> {
         return None;
     };
     // Counted before the grant is written, so that readers see every grant written whole.
-    table.chunks()[index / CHUNK].fetch_add(1, Ordering::AcqRel);
+    table.chunks()[index / CHUNK]
+        .0
+        .fetch_add(1, Ordering::AcqRel);
     slots[index].write(Published {
         database,
         ns: grant.lock.key.ns,
@@ -344,7 +357,9 @@ pub fn withdraw(indexes: impl IntoIterator<Item = u32>) {
                 ..slot.own()
             });
             slot.claimed_by.store(0, Ordering::Release);
-            table.chunks()[index as usize / CHUNK].fetch_sub(1, Ordering::Release);
+            table.chunks()[index as usize / CHUNK]
+                .0
+                .fetch_sub(1, Ordering::Release);
             claimed.fetch_sub(1, Ordering::Relaxed);
             FIRST_LOOK.set(Some(
                 FIRST_LOOK.get().map_or(index, |first| first.min(index)),
