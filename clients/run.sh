@@ -51,12 +51,60 @@ python_suite() {
             "$venv/bin/python" -m pytest -p no:cacheprovider -q -rfE .
 }
 
+# Node.js: the tarball `npm pack` makes, installed with npm into a scratch project (with pg and
+# TypeScript, as a user's app has them); the tests run from a copy inside that project, so
+# `import 'fenced-lock'` finds the installed package, never the source tree.
+node_suite() {
+    local app=$ROOT/node/app dist=$ROOT/node/dist
+    rm -rf "$dist" "$app/test" "$app/node_modules/fenced-lock" "$app/package-lock.json" &&
+        mkdir -p "$dist" "$app" &&
+        npm pack --silent --pack-destination "$dist" ./clients/node >"$ROOT/node/pack.log" 2>&1 &&
+        TARBALL=$(ls "$dist"/fenced-lock-*.tgz) node -e '
+            require("fs").writeFileSync(process.argv[1], JSON.stringify({
+                private: true, type: "module", dependencies: {
+                    "fenced-lock": "file:" + process.env.TARBALL, pg: "8.23.1",
+                    typescript: "7.0.2", "@types/node": "20.19.43", "@types/pg": "8.23.1" } }))
+        ' "$app/package.json" &&
+        # npm's cache stays in the checkout, not in ~/.npm.
+        (cd "$app" && npm install --silent --no-audit --no-fund --cache "$ROOT/npm-cache" \
+            </dev/null) >"$ROOT/node/install.log" 2>&1 ||
+        { tail -20 "$ROOT/node/pack.log" "$ROOT/node/install.log"; return 1; }
+    cp -r clients/node/test "$app/test"
+    # The server restart last, on its own: it ends every session.
+    cd "$app" && export CLIENTS_SCRIPTS=$OLDPWD/scripts &&
+        node --test --test-concurrency=1 --test-reporter=tap test/conformance.test.mjs \
+            test/errors.test.mjs test/types.test.mjs test/faults.test.mjs
+    node --test --test-reporter=tap test/restart.test.mjs
+}
+
 # pytest's last line: "N passed, M failed in S s" (either part absent when 0).
-log=$ROOT/python.log
-(python_suite) 2>&1 | tee "$log"
-last=$(tail -1 "$log")
-passed=$(grep -oE '[0-9]+ passed' <<<"$last" | grep -oE '[0-9]+' || echo 0)
-failed=$(grep -oE '[0-9]+ (failed|errors?)' <<<"$last" | awk '{ n += $1 } END { print n + 0 }')
-if ((passed + failed == 0)); then failed=1; fi
-echo "clients (python): $passed passed, $failed failed"
-((failed == 0))
+pytest_counts() {
+    local last
+    last=$(tail -1 "$1")
+    echo "$(grep -oE '[0-9]+ passed' <<<"$last" | grep -oE '[0-9]+' || echo 0)" \
+        "$(grep -oE '[0-9]+ (failed|errors?)' <<<"$last" | awk '{ n += $1 } END { print n + 0 }')"
+}
+
+# node --test's TAP summaries: "# pass N", "# fail M" (one a run).
+tap_counts() {
+    echo "$(awk '/^# pass /{ n += $3 } END { print n + 0 }' "$1")" \
+        "$(awk '/^# fail /{ n += $3 } END { print n + 0 }' "$1")"
+}
+
+# Runs a library's suite (LANGUAGE_suite), its output kept in build/clients/LANGUAGE.log, and
+# prints "clients (LANGUAGE): N passed, M failed" from the counts COUNTS reads there (none at
+# all is a failure: the suite did not run). CLIENTS="node" (say) runs only the libraries named.
+status=0
+suite() {
+    local language=$1 counts=$2 log=$ROOT/$1.log passed failed
+    [[ " ${CLIENTS:-python node} " == *" $language "* ]] || return 0
+    ("${language}_suite") 2>&1 | tee "$log"
+    read -r passed failed < <("$counts" "$log")
+    if ((passed + failed == 0)); then failed=1; fi
+    echo "clients ($language): $passed passed, $failed failed"
+    ((failed == 0)) || status=1
+}
+
+suite python pytest_counts
+suite node tap_counts
+exit $status

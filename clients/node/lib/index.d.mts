@@ -1,0 +1,3 @@
+export * from './index.cjs'
+import * as lib from './index.cjs'
+export default lib
