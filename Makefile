@@ -129,7 +129,7 @@ faults: install
 
 # Client libraries (clients/): each built into its package, installed from it into a scratch
 # environment, and run through the conformance scenarios and fault tests against a server of its
-# own, directly and through PgBouncer. CLIENTS="node" (say) runs only the libraries named.
+# own, directly and through PgBouncer. CLIENTS="node go" (say) runs only the libraries named.
 clients: install
 	clients/run.sh
 

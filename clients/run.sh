@@ -77,6 +77,39 @@ node_suite() {
     node --test --test-reporter=tap test/restart.test.mjs
 }
 
+# Go: the module zip the Go proxy would serve (every file of clients/go under
+# MODULE@VERSION/), unpacked into a scratch GOPATH and built offline against Debian's pgx v4
+# (GOPATH mode, as the driver suite builds), as a program of a user's would be; gofmt, go vet,
+# then the tests from the installed copy (the server restart last, in a package of its own).
+GO_MODULE=github.com/fenced-lock/fenced_lock/clients/go
+go_suite() {
+    local gopath=$ROOT/go/gopath dist=$ROOT/go/dist version
+    version=v$(scripts/version.sh)
+    rm -rf "$dist" "$gopath/src/$GO_MODULE" && mkdir -p "$dist" "$gopath/src/${GO_MODULE%/go}" &&
+        python3 -c '
+import os, sys, zipfile
+source, archive, prefix = sys.argv[1:]
+with zipfile.ZipFile(archive, "w") as module:
+    for directory, _, files in os.walk(source):
+        for name in sorted(files):
+            path = os.path.join(directory, name)
+            module.write(path, prefix + "/" + os.path.relpath(path, source))
+with zipfile.ZipFile(archive) as module:
+    module.extractall(os.path.dirname(archive))
+' clients/go "$dist/go@$version.zip" "go@$version" &&
+        mv "$dist/go@$version" "$gopath/src/$GO_MODULE" || return 1
+    export GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOCACHE=$ROOT/go/cache \
+        CLIENTS_GO_HOLDER=$ROOT/go/holder CLIENTS_SCRIPTS=$PWD/scripts
+    cd "$gopath/src/$GO_MODULE" || return 1
+    local unformatted
+    unformatted=$(gofmt -l .)
+    if [ -z "$unformatted" ]; then echo "--- PASS: gofmt"; else echo "--- FAIL: gofmt: $unformatted"; fi
+    if go vet ./...; then echo "--- PASS: go vet"; else echo "--- FAIL: go vet"; fi
+    go build -o "$CLIENTS_GO_HOLDER" ./internal/holder &&
+        go test -v -count=1 . &&
+        go test -v -count=1 ./restart
+}
+
 # pytest's last line: "N passed, M failed in S s" (either part absent when 0).
 pytest_counts() {
     local last
@@ -91,13 +124,20 @@ tap_counts() {
         "$(awk '/^# fail /{ n += $3 } END { print n + 0 }' "$1")"
 }
 
+# go test -v: a "--- PASS" or "--- FAIL" line a test and subtest (gofmt and go vet print theirs),
+# and "FAIL" lines for a package that failed or did not build.
+gotest_counts() {
+    echo "$(grep -cE '^ *--- PASS' "$1")" \
+        "$(($(grep -cE '^ *--- FAIL' "$1") + $(grep -cE '^FAIL' "$1")))"
+}
+
 # Runs a library's suite (LANGUAGE_suite), its output kept in build/clients/LANGUAGE.log, and
 # prints "clients (LANGUAGE): N passed, M failed" from the counts COUNTS reads there (none at
 # all is a failure: the suite did not run). CLIENTS="node" (say) runs only the libraries named.
 status=0
 suite() {
     local language=$1 counts=$2 log=$ROOT/$1.log passed failed
-    [[ " ${CLIENTS:-python node} " == *" $language "* ]] || return 0
+    [[ " ${CLIENTS:-python node go} " == *" $language "* ]] || return 0
     ("${language}_suite") 2>&1 | tee "$log"
     read -r passed failed < <("$counts" "$log")
     if ((passed + failed == 0)); then failed=1; fi
@@ -107,4 +147,5 @@ suite() {
 
 suite python pytest_counts
 suite node tap_counts
+suite go gotest_counts
 exit $status
