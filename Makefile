@@ -107,6 +107,11 @@ lint:
 	cargo clippy --manifest-path pg_test/drivers/rust/Cargo.toml --target-dir target/faults -- -D warnings
 	cargo fmt --check --manifest-path checker/Cargo.toml
 	cargo clippy --all-targets --manifest-path checker/Cargo.toml --target-dir target/checker -- -D warnings
+	cargo fmt --check --manifest-path clients/rust/Cargo.toml
+	cargo clippy --all-targets --manifest-path clients/rust/Cargo.toml --target-dir target/clients-rust -- -D warnings
+	# The Rust client's test suite builds against the packaged crate (make clients); its clippy
+	# runs there.
+	rustfmt --check --edition 2021 clients/rust/testsuite/src/*.rs clients/rust/testsuite/src/bin/*.rs clients/rust/testsuite/tests/*.rs
 
 # The history checker of make compare and make ha (checker/), on hand-made histories.
 checker:
@@ -129,7 +134,7 @@ faults: install
 
 # Client libraries (clients/): each built into its package, installed from it into a scratch
 # environment, and run through the conformance scenarios and fault tests against a server of its
-# own, directly and through PgBouncer. CLIENTS="node go" (say) runs only the libraries named.
+# own, directly and through PgBouncer. CLIENTS="node rust" (say) runs only the libraries named.
 clients: install
 	clients/run.sh
 

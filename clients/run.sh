@@ -110,6 +110,27 @@ with zipfile.ZipFile(archive) as module:
         go test -v -count=1 ./restart
 }
 
+# Rust: the crate `cargo package` makes (and verifies by building it), unpacked as a user's
+# registry would, its unit tests and doc examples run from there; then the test suite
+# (clients/rust/testsuite), a program of a user's that depends on the unpacked crate.
+rust_suite() {
+    local target=$PWD/target/clients-rust crate
+    rm -rf "$ROOT/rust" && mkdir -p "$ROOT/rust" &&
+        cargo package -q --allow-dirty --manifest-path clients/rust/Cargo.toml \
+            --target-dir "$target" &&
+        crate=$(ls "$target"/package/fenced-lock-*.crate) &&
+        # -m: extracted now, so that cargo sees the sources changed since the last run.
+        tar -xzmf "$crate" -C "$ROOT/rust" &&
+        mv "$ROOT/rust/$(basename "$crate" .crate)" "$ROOT/rust/fenced-lock" &&
+        cp -r clients/rust/testsuite "$ROOT/rust/testsuite" || return 1
+    export CLIENTS_SCRIPTS=$PWD/scripts
+    (cd "$ROOT/rust/fenced-lock" && RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps \
+        --target-dir "$target" && cargo test -q --target-dir "$target") &&
+        (cd "$ROOT/rust/testsuite" &&
+            cargo clippy -q --all-targets --target-dir "$target" -- -D warnings &&
+            cargo test -q --target-dir "$target" -- --test-threads=1)
+}
+
 # pytest's last line: "N passed, M failed in S s" (either part absent when 0).
 pytest_counts() {
     local last
@@ -131,16 +152,25 @@ gotest_counts() {
         "$(($(grep -cE '^ *--- FAIL' "$1") + $(grep -cE '^FAIL' "$1")))"
 }
 
+# cargo test: a "test result: ... N passed; M failed" line a test binary.
+cargo_counts() {
+    awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i + 1) ~ /^passed/) p += $i;
+         if ($(i + 1) ~ /^failed/) f += $i } } END { print p + 0, f + 0 }' "$1"
+}
+
 # Runs a library's suite (LANGUAGE_suite), its output kept in build/clients/LANGUAGE.log, and
 # prints "clients (LANGUAGE): N passed, M failed" from the counts COUNTS reads there (none at
-# all is a failure: the suite did not run). CLIENTS="node" (say) runs only the libraries named.
+# all, or none failed in a suite that ended in error, is a failure). CLIENTS="node" (say) runs
+# only the libraries named.
 status=0
 suite() {
     local language=$1 counts=$2 log=$ROOT/$1.log passed failed
-    [[ " ${CLIENTS:-python node go} " == *" $language "* ]] || return 0
+    [[ " ${CLIENTS:-python node go rust} " == *" $language "* ]] || return 0
+    local outcome
     ("${language}_suite") 2>&1 | tee "$log"
+    outcome=$?
     read -r passed failed < <("$counts" "$log")
-    if ((passed + failed == 0)); then failed=1; fi
+    if ((passed + failed == 0 || (outcome != 0 && failed == 0))); then failed=$((failed + 1)); fi
     echo "clients ($language): $passed passed, $failed failed"
     ((failed == 0)) || status=1
 }
@@ -148,4 +178,5 @@ suite() {
 suite python pytest_counts
 suite node tap_counts
 suite go gotest_counts
+suite rust cargo_counts
 exit $status

@@ -94,7 +94,8 @@ func WithWait(d time.Duration) LeaseOption { return func(o *leaseOptions) { o.wa
 // WithMargin is subtracted from the validity (default: a fifth of the ttl, at most 2 s).
 func WithMargin(d time.Duration) LeaseOption { return func(o *leaseOptions) { o.margin = &d } }
 
-// WithOnLost is called once, with the reason, when the lease is lost (not on Release).
+// WithOnLost is called once, with the reason, when the lease is lost (not on Release), before
+// the lease's context is cancelled.
 func WithOnLost(f func(reason string)) LeaseOption { return func(o *leaseOptions) { o.onLost = f } }
 
 // WithConnect opens the lease's connection.
@@ -239,10 +240,11 @@ func (l *Lease) lose(reason string, notify bool) {
 	}
 	l.reason = reason
 	l.mu.Unlock()
-	l.cancel()
+	// The callback first: whoever the context wakes finds it has run.
 	if notify && l.onLost != nil {
 		l.onLost(reason)
 	}
+	l.cancel()
 }
 
 func (l *Lease) renew() {

@@ -38,8 +38,9 @@ function noop() {}
  *
  * `signal` (an AbortSignal) is aborted when the lease ends, its reason a LeaseLost: released, or
  * lost because a renewal found it no longer held, failed, or could not complete before its
- * validity ended (less the margin). `onLost(reason)` is called only for a loss. A lease is never
- * taken again behind the holder's back: once lost, it stays lost. */
+ * validity ended (less the margin). `onLost(reason)` is called, before the signal is aborted,
+ * only for a loss. A lease is never taken again behind the holder's back: once lost, it stays
+ * lost. */
 class Lease {
   #client
   #clock
@@ -70,7 +71,7 @@ class Lease {
   }
 
   get lost() {
-    return this.signal.aborted
+    return this.lostReason !== null
   }
 
   /** Milliseconds the lease is still known to be valid (0 once lost). */
@@ -87,11 +88,11 @@ class Lease {
   }
 
   #lose(reason, notify = true) {
-    if (this.lost) return
+    if (this.lostReason !== null) return
     this.lostReason = reason
     clearTimeout(this.#renewTimer)
     clearTimeout(this.#watchdog)
-    this.#controller.abort(new LeaseLost(reason))
+    // The callback first: whoever the signal wakes finds it has run.
     if (notify && this.#onLost) {
       try {
         this.#onLost(reason)
@@ -99,6 +100,7 @@ class Lease {
         // The callback's failure is the caller's; the lease is lost either way.
       }
     }
+    this.#controller.abort(new LeaseLost(reason))
   }
 
   #scheduleRenewal() {

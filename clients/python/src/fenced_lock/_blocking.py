@@ -71,7 +71,7 @@ class Lease:
 
     `lost` (a threading.Event) is set when the lease ends: released, or lost because a renewal
     found it no longer held, failed, or could not complete before its validity ended (less the
-    margin); `on_lost(reason)` is called, from the thread that noticed, only for a loss. A
+    margin); `on_lost(reason)` is called first, from the thread that noticed, only for a loss. A
     lease is never taken again behind the holder's back: once lost, it stays lost."""
 
     def __init__(self, conn: psycopg.Connection, ns: int, id: int, owner: str, token: int,
@@ -95,29 +95,30 @@ class Lease:
     @property
     def valid_for(self) -> float:
         """Seconds the lease is still known to be valid (0 once lost)."""
-        return 0.0 if self.lost.is_set() else max(0.0, self._clock.remaining())
+        return 0.0 if self.lost_reason is not None else max(0.0, self._clock.remaining())
 
     def check(self) -> None:
         """Raises LeaseLost unless the lease is still known to be valid: call it before each
         step of the work (the clock is read here, so a holder paused past its validity finds
         out at once, even before the watchdog runs)."""
-        if not self.lost.is_set() and self._clock.remaining() <= 0:
+        if self.lost_reason is None and self._clock.remaining() <= 0:
             self._lose(_core.LOST_DEADLINE)
-        if self.lost.is_set():
-            raise LeaseLost(self.lost_reason or _core.LOST_DEADLINE)
+        if self.lost_reason is not None:
+            raise LeaseLost(self.lost_reason)
 
     def _lose(self, reason: str, notify: bool = True) -> None:
         with self._ending:
-            if self.lost.is_set():
+            if self.lost_reason is not None:
                 return
             self.lost_reason = reason
-            self.lost.set()
             self._stop.set()
+        # The callback first: whoever the event wakes finds it has run.
         if notify and self._on_lost is not None:
             try:
                 self._on_lost(reason)
             except Exception:  # noqa: BLE001 - the callback's failure must not stop the renewer
                 pass
+        self.lost.set()
 
     def _renew(self) -> None:
         ttl = _core.interval(self._clock.ttl)
@@ -141,7 +142,7 @@ class Lease:
             if expires is None:
                 return self._lose(_core.LOST_NOT_HELD)
             with self._ending:
-                if not self.lost.is_set():
+                if self.lost_reason is None:
                     self._clock.renewed(sent_at)
 
     def _watch(self) -> None:
@@ -155,7 +156,7 @@ class Lease:
         """Ends the lease: True when the server released it (it was still this holder's).
         `lost` is set (reason "released", no callback). After a loss it tries too, since a
         lease only known to be past its validity may still be this holder's."""
-        was_lost = self.lost.is_set()
+        was_lost = self.lost_reason is not None
         self._lose(_core.LOST_RELEASED, notify=False)
         released = False
         if self._broken:
