@@ -4,10 +4,12 @@ import itertools
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import psycopg
 import pytest
+import real_parts
 
 DIRECT = os.environ["CLIENTS_DSN"]
 POOLED = os.environ["CLIENTS_POOLED_DSN"]
@@ -76,3 +78,16 @@ def holder_process(*argv):
     """tests/holder.py in a process of its own, its output line by line."""
     return subprocess.Popen([sys.executable, os.path.join(HERE, "holder.py"), *map(str, argv)],
                             stdout=subprocess.PIPE, text=True, bufsize=1)
+
+
+@pytest.fixture
+def proxy():
+    """A TCP proxy on 127.0.0.1 in front of the test server's socket, and a DSN through it."""
+    directory = tempfile.mkdtemp(prefix="proxy-", dir=os.environ["CLIENTS_WORK"])
+    processes = real_parts.Processes(directory)
+    socket = os.path.join(os.environ["CLIENTS_DSN"].split()[0].split("=")[1], ".s.PGSQL.5432")
+    link = real_parts.Proxy(processes, "server", [socket])
+    dbname = os.environ["CLIENTS_DSN"].split("dbname=")[1]
+    link.dsn = f"host=127.0.0.1 port={link.ports[0]} user=postgres dbname={dbname}"
+    yield link
+    processes.stop_all()

@@ -109,3 +109,29 @@ def test_leader_handover(dsn, key):
         stops[follower].set()
         await asyncio.wait_for(asyncio.gather(*tasks), 10)
     run(scenario())
+
+
+@pytest.mark.parametrize("fault", ["cut", "blackhole"])
+def test_link_fault(proxy, key, admin, fault):
+    """The asyncio lease's connection reset (cut) or silent (blackhole): told within the ttl,
+    and the lease not taken again behind its back with a new token."""
+    async def scenario():
+        ttl = 3.0
+        reasons = []
+        lease = await aio.acquire_lease(proxy.dsn, *key, ttl=ttl, on_lost=reasons.append)
+        await asyncio.sleep(1.2)  # one renewal through the proxy first
+        assert not lease.lost.is_set()
+        faulted_at = time.monotonic()
+        getattr(proxy, fault)()
+        await asyncio.wait_for(lease.lost.wait(), ttl)
+        told_after = time.monotonic() - faulted_at
+        if fault == "cut":
+            assert "connection" in reasons[0], reasons
+            assert told_after < ttl / 3 + 1
+        else:
+            assert reasons == [LOST_DEADLINE]
+        proxy.restore()
+        row = lease_row(admin, *key)
+        assert row is None or row[0] == lease.token
+        assert await lease.release() in (True, False)
+    run(scenario())

@@ -3,12 +3,10 @@ server restarted. Each ends with the holder told, and its late write refused."""
 
 import os
 import signal
-import tempfile
 import time
 
 import psycopg
 import pytest
-import real_parts
 
 from fenced_lock import acquire_lease, fenced_update, try_acquire_lease
 from fenced_lock._core import LOST_DEADLINE
@@ -37,19 +35,6 @@ def test_paused_holder(key, doc_id, admin):
     assert f"lost {LOST_DEADLINE}\n" in output, output
     assert f"refused {token} {successor.token}\n" in output, output
     assert body(admin, doc_id) == "successor"
-
-
-@pytest.fixture
-def proxy():
-    """A TCP proxy on 127.0.0.1 in front of the test server's socket, and a DSN through it."""
-    directory = tempfile.mkdtemp(prefix="proxy-", dir=os.environ["CLIENTS_WORK"])
-    processes = real_parts.Processes(directory)
-    socket = os.path.join(os.environ["CLIENTS_DSN"].split()[0].split("=")[1], ".s.PGSQL.5432")
-    link = real_parts.Proxy(processes, "server", [socket])
-    dbname = os.environ["CLIENTS_DSN"].split("dbname=")[1]
-    link.dsn = f"host=127.0.0.1 port={link.ports[0]} user=postgres dbname={dbname}"
-    yield link
-    processes.stop_all()
 
 
 @pytest.mark.parametrize("fault", ["cut", "blackhole"])

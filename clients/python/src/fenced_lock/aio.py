@@ -82,6 +82,8 @@ class AsyncLease:
         # True while a renewal is on the connection: release waits for it rather than cancel
         # it (a statement cancelled midway leaves the connection unusable).
         self._renewing = False
+        # A renewal given up on at the deadline, still to be reaped at release.
+        self._hung: Optional["asyncio.Future[Any]"] = None
         self._renewer = asyncio.create_task(self._renew(), name=f"fenced_lock renewer {ns}:{id}")
 
     @property
@@ -117,14 +119,20 @@ class AsyncLease:
             sent_at = time.monotonic()
             remaining = self._clock.remaining(sent_at)
             self._renewing = True
-            try:
-                # A renewal hung on a dead link never returns in time: the timeout says so.
-                expires = await asyncio.wait_for(
-                    _value(self._conn, _core.RENEW_LEASE, (self.ns, self.id, self.token, ttl)),
-                    max(0.0, remaining))
-            except asyncio.TimeoutError:
+            renewal = asyncio.ensure_future(
+                _value(self._conn, _core.RENEW_LEASE, (self.ns, self.id, self.token, ttl)))
+            # A renewal hung on a dead link never returns in time: the lease is lost at its
+            # deadline. Not wait_for: cancelling the query makes psycopg send a cancel request,
+            # which on that link hangs too, and wait_for would wait for it.
+            await asyncio.wait([renewal], timeout=max(0.0, remaining))
+            if not renewal.done():
                 self._broken = True
+                self._hung = renewal
+                renewal.cancel()
+                self._renewing = False
                 return self._lose(_core.LOST_DEADLINE)
+            try:
+                expires = renewal.result()
             except (LockBusy, Retryable):
                 self._clock.failed(time.monotonic())
                 continue
@@ -158,6 +166,9 @@ class AsyncLease:
                 raise
         finally:
             await self._conn.close()
+            if self._hung is not None:
+                # The renewal cut off at the deadline, ended by the close (or given up on).
+                await asyncio.wait([self._hung], timeout=1.0)
         return released
 
     async def __aenter__(self) -> "AsyncLease":
