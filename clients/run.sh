@@ -110,13 +110,14 @@ with zipfile.ZipFile(archive) as module:
         go test -v -count=1 ./restart
 }
 
-# Rust: the crate `cargo package` makes, unpacked as a user's registry would; its docs, unit
-# tests and doc examples built and run from there (what `cargo package` would verify, done once);
-# then the test suite (clients/rust/testsuite), a program of a user's that depends on it.
+# Rust: the crate `cargo package` makes (and verifies by building it, in the target directory
+# the later builds share), unpacked as a user's registry would; its docs, unit tests and doc
+# examples built and run from there; then the test suite (clients/rust/testsuite), a program of
+# a user's that depends on it.
 rust_suite() {
     local target=$PWD/target/clients-rust crate
     rm -rf "$ROOT/rust" && mkdir -p "$ROOT/rust" &&
-        cargo package -q --no-verify --allow-dirty --manifest-path clients/rust/Cargo.toml \
+        cargo package -q --allow-dirty --manifest-path clients/rust/Cargo.toml \
             --target-dir "$target" &&
         crate=$(ls "$target"/package/fenced-lock-*.crate) &&
         # -m: extracted now, so that cargo sees the sources changed since the last run.
