@@ -119,17 +119,18 @@ type Lease struct {
 	Owner  string
 	Token  int64
 
-	conn    *pgx.Conn
-	clock   *leaseClock
-	onLost  func(reason string)
-	ctx     context.Context
-	cancel  context.CancelFunc
-	mu      sync.Mutex // the clock, the reason and the renewal in flight
-	reason  string
-	calling context.CancelFunc // the renewal in flight's, nil between renewals
-	broken  bool
-	stop    chan struct{} // closed by Release
-	stopped chan struct{} // closed when the renewer has returned
+	conn     *pgx.Conn
+	clock    *leaseClock
+	onLost   func(reason string)
+	ctx      context.Context
+	cancel   context.CancelFunc
+	mu       sync.Mutex // the clock, the reason and the renewal in flight
+	reason   string
+	calling  context.CancelFunc // the renewal in flight's, nil between renewals
+	broken   bool
+	stop     chan struct{} // closed by Release, once
+	stopOnce sync.Once
+	stopped  chan struct{} // closed when the renewer has returned
 }
 
 // TryAcquireLease returns the lease on (ns, id), or nil (and no error) when another owner
@@ -318,11 +319,7 @@ func (l *Lease) renew() {
 // returned. A renewal in flight is waited for, at most a third of the ttl (at least a second).
 func (l *Lease) Release(ctx context.Context) (bool, error) {
 	wasLost := l.Err() != nil
-	select {
-	case <-l.stop:
-	default:
-		close(l.stop)
-	}
+	l.stopOnce.Do(func() { close(l.stop) })
 	bound := l.clock.ttl / 3
 	if bound < time.Second {
 		bound = time.Second
