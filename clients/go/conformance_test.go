@@ -254,6 +254,7 @@ func leaderHandover(t *testing.T, dsn string) {
 	}
 	var mu sync.Mutex
 	var terms []term
+	var stopped []int
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(terms) }
 	stops := make([]func(), 2)
 	var running sync.WaitGroup
@@ -272,6 +273,10 @@ func leaderHandover(t *testing.T, dsn string) {
 					terms = append(terms, term{candidate, won, time.Now()})
 					mu.Unlock()
 					<-termCtx.Done()
+				}, OnStoppedLeading: func() {
+					mu.Lock()
+					stopped = append(stopped, candidate)
+					mu.Unlock()
 				}},
 			})
 		}()
@@ -294,8 +299,18 @@ func leaderHandover(t *testing.T, dsn string) {
 	if follower.candidate == leader.candidate || follower.term <= leader.term || follower.at.Sub(stoppedAt) > 1500*time.Millisecond {
 		t.Fatalf("%+v after %+v", follower, leader)
 	}
+	// The stopped leader is told its term ended (after its release); the follower leads on.
+	told := waitUntil(2*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(stopped) == 1 })
+	mu.Lock()
+	if !told || len(stopped) != 1 || stopped[0] != leader.candidate {
+		t.Fatal(stopped)
+	}
+	mu.Unlock()
 	stops[follower.candidate]()
 	running.Wait()
+	if len(stopped) != 2 || stopped[1] != follower.candidate {
+		t.Fatal(stopped)
+	}
 }
 
 func lostWhenNoLongerHeld(t *testing.T, dsn string) {

@@ -171,6 +171,7 @@ for (const [route, where] of Object.entries(ROUTES)) {
     test('leader_handover', async () => {
       const [ns, id] = key()
       const terms = []
+      const stopped = []
       const stops = [new AbortController(), new AbortController()]
       const runs = stops.map((stop, index) =>
         new LeaderElection(where, ns, id, { ttlMs: 2000, retryPeriodMs: 1000 }).run({
@@ -178,6 +179,7 @@ for (const [route, where] of Object.entries(ROUTES)) {
             terms.push({ index, term, at: performance.now() })
             await new Promise((resolve) => signal.addEventListener('abort', resolve))
           },
+          onStopped: () => stopped.push(index),
           signal: stop.signal,
         }))
       assert.ok(await waitUntil(() => terms.length === 1, 5000))
@@ -192,8 +194,12 @@ for (const [route, where] of Object.entries(ROUTES)) {
       assert.ok(nextTerm > term)
       // Handed over at the release, well within the ttl.
       assert.ok(at - stoppedAt < 1500, `handed over after ${at - stoppedAt} ms`)
+      // The stopped leader is told its term ended (after its release); the follower leads on.
+      assert.ok(await waitUntil(() => stopped.length === 1, 2000))
+      assert.deepEqual(stopped, [leader])
       stops[follower].abort()
       await Promise.all(runs)
+      assert.deepEqual(stopped, [leader, follower])
     })
 
     test('lost_when_no_longer_held', async () => {

@@ -135,7 +135,7 @@ def test_owner_rule(dsn, key):
 
 
 def test_leader_handover(dsn, key):
-    terms, stops = [], [threading.Event(), threading.Event()]
+    terms, stopped, stops = [], [], [threading.Event(), threading.Event()]
     elected = threading.Condition()
 
     def candidate(index):
@@ -144,7 +144,8 @@ def test_leader_handover(dsn, key):
                 terms.append((index, term, time.monotonic()))
                 elected.notify_all()
             lost.wait()
-        LeaderElection(dsn, *key, ttl=2, retry_period=1).run(on_elected, stop=stops[index])
+        LeaderElection(dsn, *key, ttl=2, retry_period=1).run(
+            on_elected, lambda: stopped.append(index), stop=stops[index])
 
     threads = [threading.Thread(target=candidate, args=(i,)) for i in (0, 1)]
     for thread in threads:
@@ -162,10 +163,13 @@ def test_leader_handover(dsn, key):
     assert follower != leader and next_term > term
     # Handed over at the release, well within the ttl.
     assert at - stopped_at < 1.5
+    # The stopped leader is told its term ended (after its release); the follower leads on.
+    assert wait_until(lambda: len(stopped) == 1, 2) and stopped == [leader]
     stops[follower].set()
     for thread in threads:
         thread.join(10)
         assert not thread.is_alive()
+    assert stopped == [leader, follower]
 
 
 def test_lost_when_no_longer_held(dsn, key, admin):

@@ -54,13 +54,15 @@ impl LeaderElection {
 
     /// Campaigns until `stop` is cancelled. Each time it wins, awaits `on_elected(term,
     /// term_ended)` (the future should finish once `term_ended` is cancelled: the lease lost,
-    /// or `stop`), releases the lease, and campaigns again. A lost connection is retried after
-    /// the retry period; another error ends the election.
-    pub async fn run<T, F, Fut>(
+    /// or `stop`), releases the lease, calls `on_stopped()` (client-go's OnStoppedLeading), and
+    /// campaigns again. A lost connection is retried after the retry period; another error ends
+    /// the election.
+    pub async fn run<T, F, Fut, S>(
         &self,
         tls: T,
         stop: CancellationToken,
         mut on_elected: F,
+        mut on_stopped: S,
     ) -> Result<(), Error>
     where
         T: MakeTlsConnect<Socket> + Clone,
@@ -69,6 +71,7 @@ impl LeaderElection {
         <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
         F: FnMut(i64, CancellationToken) -> Fut,
         Fut: Future<Output = ()>,
+        S: FnMut(),
     {
         let retry_period = self.retry_period.unwrap_or(self.ttl / 2);
         while !stop.is_cancelled() {
@@ -106,6 +109,7 @@ impl LeaderElection {
             if !finished {
                 work.await;
             }
+            on_stopped();
         }
         Ok(())
     }

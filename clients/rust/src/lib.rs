@@ -58,10 +58,15 @@
 //!
 //! let stop = CancellationToken::new();
 //! LeaderElection::new(config, 1001, 1)
-//!     .run(tokio_postgres::NoTls, stop, |term, term_ended| async move {
-//!         // lead with `term` as the fencing token until `term_ended` is cancelled
-//!         term_ended.cancelled().await;
-//!     })
+//!     .run(
+//!         tokio_postgres::NoTls,
+//!         stop,
+//!         |term, term_ended| async move {
+//!             // lead with `term` as the fencing token until `term_ended` is cancelled
+//!             term_ended.cancelled().await;
+//!         },
+//!         || eprintln!("no longer the leader"),
+//!     )
 //!     .await
 //! # }
 //! ```

@@ -238,21 +238,28 @@ async fn owner_rule(route: &str) {
 async fn leader_handover(route: &str) {
     let id = new_id();
     let terms = Arc::new(Mutex::new(Vec::<(usize, i64, Instant)>::new()));
+    let stopped = Arc::new(Mutex::new(Vec::<usize>::new()));
     let stops = [CancellationToken::new(), CancellationToken::new()];
     let mut runs = Vec::new();
     for (candidate, stop) in stops.iter().enumerate() {
         let (terms, stop, config) = (Arc::clone(&terms), stop.clone(), config(route));
+        let stopped = Arc::clone(&stopped);
         runs.push(tokio::spawn(async move {
             LeaderElection::new(config, NS, id)
                 .ttl(Duration::from_secs(2))
                 .retry_period(Duration::from_secs(1))
-                .run(NoTls, stop, |term, ended| {
-                    terms
-                        .lock()
-                        .unwrap()
-                        .push((candidate, term, Instant::now()));
-                    async move { ended.cancelled().await }
-                })
+                .run(
+                    NoTls,
+                    stop,
+                    |term, ended| {
+                        terms
+                            .lock()
+                            .unwrap()
+                            .push((candidate, term, Instant::now()));
+                        async move { ended.cancelled().await }
+                    },
+                    || stopped.lock().unwrap().push(candidate),
+                )
                 .await
                 .unwrap()
         }));
@@ -267,6 +274,10 @@ async fn leader_handover(route: &str) {
     assert!(wait_until(Duration::from_secs(5), || async { count() == 2 }).await);
     let (follower, next_term, at) = terms.lock().unwrap()[1];
     assert!(follower != leader && next_term > term);
+    // The stopped leader is told its term ended (after its release); the follower leads on.
+    let told = || stopped.lock().unwrap().len() == 1;
+    assert!(wait_until(Duration::from_secs(2), || async { told() }).await);
+    assert_eq!(*stopped.lock().unwrap(), vec![leader]);
     // Handed over at the release, well within the ttl.
     assert!(
         at - stopped_at < Duration::from_millis(1500),
@@ -277,6 +288,7 @@ async fn leader_handover(route: &str) {
     for run in runs {
         run.await.unwrap();
     }
+    assert_eq!(*stopped.lock().unwrap(), vec![leader, follower]);
 }
 
 async fn lost_when_no_longer_held(route: &str) {
