@@ -58,14 +58,15 @@ node_suite() {
     local app=$ROOT/node/app dist=$ROOT/node/dist
     rm -rf "$dist" "$app/test" "$app/node_modules/fenced-lock" "$app/package-lock.json" &&
         mkdir -p "$dist" "$app" &&
-        npm pack --silent --pack-destination "$dist" ./clients/node >"$ROOT/node/pack.log" 2>&1 &&
+        # npm's cache, and the debug log it writes on every call, stay in the checkout.
+        npm pack --silent --cache "$ROOT/npm-cache" --pack-destination "$dist" ./clients/node \
+            >"$ROOT/node/pack.log" 2>&1 &&
         TARBALL=$(ls "$dist"/fenced-lock-*.tgz) node -e '
             require("fs").writeFileSync(process.argv[1], JSON.stringify({
                 private: true, type: "module", dependencies: {
                     "fenced-lock": "file:" + process.env.TARBALL, pg: "8.23.1",
                     typescript: "7.0.2", "@types/node": "20.19.43", "@types/pg": "8.23.1" } }))
         ' "$app/package.json" &&
-        # npm's cache stays in the checkout, not in ~/.npm.
         (cd "$app" && npm install --silent --no-audit --no-fund --cache "$ROOT/npm-cache" \
             </dev/null) >"$ROOT/node/install.log" 2>&1 ||
         { tail -20 "$ROOT/node/pack.log" "$ROOT/node/install.log"; return 1; }
