@@ -10,6 +10,7 @@ import time
 import psycopg
 import pytest
 import real_parts
+from fenced_lock import _core
 
 DIRECT = os.environ["CLIENTS_DSN"]
 POOLED = os.environ["CLIENTS_POOLED_DSN"]
@@ -91,3 +92,17 @@ def proxy():
     link.dsn = f"host=127.0.0.1 port={link.ports[0]} user=postgres dbname={dbname}"
     yield link
     processes.stop_all()
+
+
+def assert_told_of_link_fault(fault, reasons, told_after, ttl, lease_token, admin, key):
+    """What a holder must be told of a link fault, and what the server must still show: a cut
+    is a lost connection, told at once (within a third of the ttl and a second); a blackhole
+    is told at the lease's deadline. Either way the server has the lease under its one token
+    until it expires (nobody renewed it under another)."""
+    if fault == "cut":
+        assert "connection" in reasons[0], reasons
+        assert told_after < ttl / 3 + 1
+    else:
+        assert reasons == [_core.LOST_DEADLINE]
+    row = lease_row(admin, *key)
+    assert row is None or row[0] == lease_token

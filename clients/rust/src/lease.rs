@@ -2,6 +2,7 @@
 //! renewal bounded by the validity), and a lost signal.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -137,7 +138,7 @@ struct State {
     reason: Mutex<Option<String>>,
     lost: CancellationToken,
     stop: CancellationToken,
-    broken: Mutex<bool>,
+    broken: AtomicBool,
     on_lost: Option<OnLost>,
 }
 
@@ -158,7 +159,7 @@ impl State {
     }
 
     fn lose_connection(&self, error: &dyn fmt::Display) {
-        *self.broken.lock().unwrap() = true;
+        self.broken.store(true, Ordering::SeqCst);
         self.lose(&format!("the connection was lost: {error}"), true);
     }
 
@@ -191,7 +192,7 @@ impl State {
                 value::<_, Option<SystemTime>>(&self.client, statements::RENEW_LEASE, &params);
             match timeout_at(deadline.into(), renewal).await {
                 Err(_) => {
-                    *self.broken.lock().unwrap() = true;
+                    self.broken.store(true, Ordering::SeqCst);
                     return self.lose(LOST_DEADLINE, true);
                 }
                 Ok(Err(error))
@@ -307,10 +308,10 @@ async fn end(state: Arc<State>, tasks: (JoinHandle<()>, JoinHandle<()>)) -> Resu
     let bound = (state.clock.lock().unwrap().ttl / 3).max(Duration::from_secs(1));
     if tokio::time::timeout(bound, &mut renewer).await.is_err() {
         renewer.abort();
-        *state.broken.lock().unwrap() = true;
+        state.broken.store(true, Ordering::SeqCst);
     }
     state.lose(LOST_RELEASED, false);
-    if *state.broken.lock().unwrap() || state.client.is_closed() {
+    if state.broken.load(Ordering::SeqCst) || state.client.is_closed() {
         connection.abort();
         return Ok(false);
     }
@@ -430,7 +431,7 @@ where
         reason: Mutex::new(None),
         lost: CancellationToken::new(),
         stop: CancellationToken::new(),
-        broken: Mutex::new(false),
+        broken: AtomicBool::new(false),
         on_lost: options.on_lost,
     });
     *ended.lock().unwrap() = Some(Arc::clone(&state));
