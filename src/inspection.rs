@@ -3,11 +3,11 @@
 
 use crate::errors::{FencedError, OrRaise};
 use crate::locking::key_forms;
-use crate::shared_grants::Grant;
+use crate::shared_grants::GrantIndex;
 use crate::types::{LockKey, Lockable, Mode, PermitTag, Scope};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::FxHashSet;
 
 // Terminates the backend(s) holding the key, the only way to free another session's lock,
 // and returns how many. Runs with the caller's rights: it needs what pg_terminate_backend
@@ -65,15 +65,33 @@ fn terminate_holders(fcinfo: pg_sys::FunctionCallInfo, key: LockKey) -> i32 {
     terminated
 }
 
+/// A row of fenced_lock_rows() (the fenced_locks view without its session's columns).
+type LockRow = (
+    i32,
+    Option<String>,
+    i32,
+    Option<i32>,
+    bool,
+    Option<i64>,
+    Option<&'static str>,
+    Option<String>,
+    Option<TimestampWithTimeZone>,
+    Option<TimestampWithTimeZone>,
+    &'static str,
+    Option<i32>,
+);
+
 /// The rows of the fenced_locks view, without the session's columns (the view joins
 /// pg_stat_activity by pid): one per two-int4 advisory lock of this database, held or awaited,
 /// in either mode, and one per permit held or awaited, with its fenced grant. One copy of the
-/// lock table and one of the grants table, joined by hashing, so every read costs O(locks +
-/// grants) whatever the query filters on (0.1.0's SQL join let the planner nest loops: 9 s for
-/// `WHERE ns = X` at 10,000 locks). A session grant shows only while its backend holds the
-/// session sentinel (locking.rs): after pg_advisory_unlock_all or DISCARD ALL its token is
-/// unknown (NULL), never stale. A permit's waiters are those in its key's line and the head
-/// of the line (which holds the line's lock and sleeps until a permit comes free).
+/// lock table, read in place, and an index of the grants (the words that name each), each
+/// grant read whole only for its row: every read costs O(locks + grants) whatever the query
+/// filters on (0.1.0's SQL join let the planner nest loops: 9 s for `WHERE ns = X` at 10,000
+/// locks), and the rows are made as the scan asks for them. A session grant shows only while
+/// its backend holds the session sentinel (locking.rs): after pg_advisory_unlock_all or
+/// DISCARD ALL its token is unknown (NULL), never stale. A permit's waiters are those in its
+/// key's line and the head of the line (which holds the line's lock and sleeps until a permit
+/// comes free).
 #[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_restricted)]
 fn fenced_lock_rows() -> TableIterator<
@@ -93,9 +111,11 @@ fn fenced_lock_rows() -> TableIterator<
         name!(slot, Option<i32>),
     ),
 > {
-    let locks = crate::locking::lock_table();
+    // pgrx runs a set-returning function's first call in the memory context that lasts as
+    // long as its scan, which the iterator below does not outlive.
+    let locks: &'static [pg_sys::LockInstanceData] = unsafe { crate::locking::lock_table() };
     let database = unsafe { pg_sys::MyDatabaseId }.to_u32();
-    let sessions_intact: HashSet<i32> = locks
+    let sessions_intact: FxHashSet<i32> = locks
         .iter()
         .filter(|lock| {
             lock.holdMask != 0
@@ -106,91 +126,103 @@ fn fenced_lock_rows() -> TableIterator<
         })
         .map(|lock| lock.pid)
         .collect();
-    let mut grants: HashMap<(i32, Lockable), Grant> = crate::shared_grants::live_grants()
-        .into_iter()
-        .filter(|grant| grant.scope == Scope::Transaction || sessions_intact.contains(&grant.pid))
-        .map(|grant| ((grant.pid, grant.lock), grant))
-        .collect();
-    let bit = |mode: u32| 1 << mode;
-    let mut rows = Vec::new();
-    for lock in &locks {
-        let tag = &lock.locktag;
-        if tag.locktag_field1 != database {
-            continue;
+    let mut grants =
+        GrantIndex::new(|pid, scope| scope == Scope::Transaction || sessions_intact.contains(&pid));
+    TableIterator::new(
+        locks
+            .iter()
+            .filter(move |lock| lock.locktag.locktag_field1 == database)
+            .flat_map(move |lock| rows_of(lock, &mut grants).into_iter().flatten()),
+    )
+}
+
+/// The rows of one lock of this database: its holder's (with the grant, taken from `grants`)
+/// and its waiter's; none for a lock fenced_lock does not take.
+fn rows_of(lock: &pg_sys::LockInstanceData, grants: &mut GrantIndex) -> [Option<LockRow>; 2] {
+    let tag = &lock.locktag;
+    let key = LockKey {
+        ns: tag.locktag_field2 as i32,
+        id: tag.locktag_field3 as i32,
+    };
+    // What the lock is: the key's advisory lock (held in either mode), a permit slot, or a
+    // permit line (its holder is the head of the line, still waiting).
+    let (lockable, head_of_line) = match PermitTag::of(tag) {
+        Some(PermitTag::Slot(key, slot)) => (Lockable { key, permit: slot }, false),
+        Some(PermitTag::Queue(key)) => (Lockable::advisory(key), true),
+        None if tag.locktag_type == pg_sys::LockTagType::LOCKTAG_ADVISORY as u8
+            && tag.locktag_field4 == 2 =>
+        {
+            (Lockable::advisory(key), false)
         }
-        let key = LockKey {
-            ns: tag.locktag_field2 as i32,
-            id: tag.locktag_field3 as i32,
-        };
-        // What the lock is: the key's advisory lock (held in either mode), a permit slot, or
-        // a permit line (its holder is the head of the line, still waiting).
-        let (lockable, head_of_line) = match PermitTag::of(tag) {
-            Some(PermitTag::Slot(key, slot)) => (Lockable { key, permit: slot }, false),
-            Some(PermitTag::Queue(key)) => (Lockable::advisory(key), true),
-            None if tag.locktag_type == pg_sys::LockTagType::LOCKTAG_ADVISORY as u8
-                && tag.locktag_field4 == 2 =>
-            {
-                (Lockable::advisory(key), false)
-            }
-            None => continue,
-        };
-        let permit = lockable.permit != 0 || head_of_line;
-        let mode_of = |mask: i32| match () {
-            _ if permit => "permit",
-            _ if mask & bit(pg_sys::ExclusiveLock) != 0 => Mode::Exclusive.name(),
-            _ => Mode::Shared.name(),
-        };
-        let slot = (lockable.permit != 0).then_some(i32::from(lockable.permit));
-        // pg_locks shows a prepared transaction's locks without a PID.
-        let pid = (lock.pid != 0).then_some(lock.pid);
-        let waiting = |wait_started: Option<TimestampWithTimeZone>| {
-            (
-                key.ns,
-                None,
-                key.id,
-                pid,
-                false,
-                None,
-                None,
-                None,
-                None,
-                wait_started,
-                mode_of(0),
-                None,
-            )
-        };
-        if lock.holdMask != 0 && head_of_line {
-            rows.push(waiting(None));
-        } else if lock.holdMask != 0 {
-            let grant = grants.remove(&(lock.pid, lockable));
+        None => return [None, None],
+    };
+    let bit = |mode: u32| 1 << mode;
+    let permit = lockable.permit != 0 || head_of_line;
+    let mode_of = |mask: i32| match () {
+        _ if permit => "permit",
+        _ if mask & bit(pg_sys::ExclusiveLock) != 0 => Mode::Exclusive.name(),
+        _ => Mode::Shared.name(),
+    };
+    let slot = (lockable.permit != 0).then_some(i32::from(lockable.permit));
+    // pg_locks shows a prepared transaction's locks without a PID.
+    let pid = (lock.pid != 0).then_some(lock.pid);
+    let waiting = |wait_started: Option<TimestampWithTimeZone>, mode: &'static str| {
+        (
+            key.ns,
+            None,
+            key.id,
+            pid,
+            false,
+            None,
+            None,
+            None,
+            None,
+            wait_started,
+            mode,
+            None,
+        )
+    };
+    let held = match () {
+        _ if lock.holdMask == 0 => None,
+        _ if head_of_line => Some(waiting(None, mode_of(0))),
+        _ => {
+            let grant = grants.take(lock.pid, lockable);
             let mode = match &grant {
                 Some(grant) if !permit => grant.mode.name(),
                 _ => mode_of(lock.holdMask),
             };
-            rows.push((
+            let (label, token, scope, owner, acquired_at) = match grant {
+                Some(grant) => (
+                    grant.label,
+                    Some(grant.token),
+                    Some(grant.scope.name()),
+                    grant.owner,
+                    Some(grant.acquired_at),
+                ),
+                None => (None, None, None, None, None),
+            };
+            Some((
                 key.ns,
-                grant.as_ref().and_then(|g| g.label.clone()),
+                label,
                 key.id,
                 pid,
                 true,
-                grant.as_ref().map(|g| g.token),
-                grant.as_ref().map(|g| g.scope.name()),
-                grant.as_ref().and_then(|g| g.owner.clone()),
-                grant.map(|g| g.acquired_at),
+                token,
+                scope,
+                owner,
+                acquired_at,
                 None,
                 mode,
                 slot,
-            ));
+            ))
         }
-        if lock.waitLockMode != pg_sys::NoLock as i32 {
-            let wait_started = (lock.waitStart != 0).then(|| unsafe {
-                TimestampWithTimeZone::from_datum(pg_sys::Datum::from(lock.waitStart), false)
-                    .expect("a timestamp")
-            });
-            let mut row = waiting(wait_started);
-            row.10 = mode_of(bit(lock.waitLockMode as u32));
-            rows.push(row);
-        }
-    }
-    TableIterator::new(rows)
+    };
+    let awaited = (lock.waitLockMode != pg_sys::NoLock as i32).then(|| {
+        let wait_started = (lock.waitStart != 0).then(|| unsafe {
+            TimestampWithTimeZone::from_datum(pg_sys::Datum::from(lock.waitStart), false)
+                .expect("a timestamp")
+        });
+        waiting(wait_started, mode_of(bit(lock.waitLockMode as u32)))
+    });
+    [held, awaited]
 }

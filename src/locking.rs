@@ -510,11 +510,20 @@ fn not_acquired(key: LockKey, timeout_ms: i32) -> ! {
 }
 
 /// A copy of the lock manager's table (every lock of every backend, held or awaited), taken
-/// as pg_locks takes it. It locks each partition in turn: for error paths and inspection only.
-pub(crate) fn lock_table() -> Vec<pg_sys::LockInstanceData> {
+/// as pg_locks takes it, in the current memory context. It locks each partition in turn: for
+/// error paths and inspection only.
+///
+/// # Safety
+/// The slice is the copy itself, read in place: it must not be used after the memory context
+/// that was current is reset (a set-returning function's first call runs in the context that
+/// lasts until its scan ends).
+pub(crate) unsafe fn lock_table<'a>() -> &'a [pg_sys::LockInstanceData] {
     unsafe {
         let data = pg_sys::GetLockStatusData();
-        std::slice::from_raw_parts((*data).locks, (*data).nelements as usize).to_vec()
+        match (*data).nelements {
+            0 => &[],
+            count => std::slice::from_raw_parts((*data).locks, count as usize),
+        }
     }
 }
 
@@ -523,7 +532,8 @@ pub(crate) fn lock_table() -> Vec<pg_sys::LockInstanceData> {
 fn holder_pids(key: LockKey) -> Vec<i32> {
     let tag = key.locktag();
     let my_pid = unsafe { pg_sys::MyProcPid };
-    let mut pids: Vec<i32> = lock_table()
+    // The copy is read before this function returns.
+    let mut pids: Vec<i32> = unsafe { lock_table() }
         .iter()
         .filter(|lock| same_tag(&lock.locktag, &tag) && lock.holdMask != 0)
         .map(|lock| lock.pid)

@@ -25,6 +25,7 @@ use crate::shmem::Part;
 use crate::types::{LockKey, Lockable, Mode, NewGrant, Scope};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use rustc_hash::FxHashMap;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 /// How much of a text a slot keeps (bytes, cut at a character boundary).
@@ -382,6 +383,28 @@ pub struct Grant {
     pub owner: Option<String>,
 }
 
+impl Grant {
+    fn of(pid: i32, slot: &Published) -> Grant {
+        Grant {
+            label: slot.label.get(),
+            owner: slot.owner.get(),
+            ..IndexedGrant::of(slot).grant(pid, slot.lockable())
+        }
+    }
+}
+
+impl Published {
+    fn lockable(&self) -> Lockable {
+        Lockable {
+            key: LockKey {
+                ns: self.ns,
+                id: self.id,
+            },
+            permit: self.permit,
+        }
+    }
+}
+
 /// The live fenced grants of the current database, copied out in one pass over the table;
 /// empty when there is no table.
 pub fn live_grants() -> Vec<Grant> {
@@ -393,33 +416,111 @@ pub fn live_grants() -> Vec<Grant> {
         .filter_map(Slot::read)
         .filter(|(_, published)| published.database == database)
         .collect();
-    live.into_iter()
-        .map(|(pid, slot)| Grant {
+    live.iter()
+        .map(|(pid, slot)| Grant::of(*pid, slot))
+        .collect()
+}
+
+/// What a GrantIndex keeps of a grant: all but its texts, which only a grant with a text
+/// reads again from its slot.
+struct IndexedGrant {
+    token: i64,
+    acquired_at: pg_sys::TimestampTz,
+    shared: bool,
+    session: bool,
+    /// The slot, when the grant has a key's text or an owner.
+    texts: Option<&'static Slot>,
+}
+
+impl IndexedGrant {
+    fn of(slot: &Published) -> IndexedGrant {
+        IndexedGrant {
+            token: slot.token,
+            acquired_at: slot.acquired_at,
+            shared: slot.shared,
+            session: slot.session,
+            texts: None,
+        }
+    }
+
+    fn scope(&self) -> Scope {
+        match self.session {
+            true => Scope::Session,
+            false => Scope::Transaction,
+        }
+    }
+
+    /// The grant without its texts.
+    fn grant(&self, pid: i32, lock: Lockable) -> Grant {
+        Grant {
             pid,
-            lock: Lockable {
-                key: LockKey {
-                    ns: slot.ns,
-                    id: slot.id,
-                },
-                permit: slot.permit,
-            },
-            mode: match slot.shared {
+            lock,
+            mode: match self.shared {
                 true => Mode::Shared,
                 false => Mode::Exclusive,
             },
-            token: slot.token,
-            scope: match slot.session {
-                true => Scope::Session,
-                false => Scope::Transaction,
-            },
+            token: self.token,
+            scope: self.scope(),
             acquired_at: unsafe {
-                TimestampWithTimeZone::from_datum(pg_sys::Datum::from(slot.acquired_at), false)
+                TimestampWithTimeZone::from_datum(pg_sys::Datum::from(self.acquired_at), false)
             }
             .expect("a timestamp"),
-            label: slot.label.get(),
-            owner: slot.owner.get(),
-        })
-        .collect()
+            label: None,
+            owner: None,
+        }
+    }
+}
+
+/// The live grants of the current database by backend and lock, from one pass over the
+/// table: a reader of many grants (the fenced_locks view) looks each up in a map of a few
+/// dozen bytes a grant (its texts left in its slot), not in a copy of every slot.
+pub struct GrantIndex {
+    grants: FxHashMap<(i32, Lockable), IndexedGrant>,
+}
+
+impl GrantIndex {
+    /// The grants `wanted(pid, scope)` picks; empty when there is no table.
+    pub fn new(wanted: impl Fn(i32, Scope) -> bool) -> GrantIndex {
+        let database = unsafe { pg_sys::MyDatabaseId };
+        let grants = table().map_or_else(FxHashMap::default, |table| {
+            let mut grants = FxHashMap::with_capacity_and_hasher(
+                table.claimed.load(Ordering::Relaxed) as usize,
+                Default::default(),
+            );
+            for slot in table.claimed_slots() {
+                let Some((pid, published)) = slot.read() else {
+                    continue;
+                };
+                let indexed = IndexedGrant {
+                    texts: (published.label.len > 0 || published.owner.len > 0).then_some(slot),
+                    ..IndexedGrant::of(&published)
+                };
+                if published.database == database && wanted(pid, indexed.scope()) {
+                    grants.insert((pid, published.lockable()), indexed);
+                }
+            }
+            grants
+        });
+        GrantIndex { grants }
+    }
+
+    /// Backend `pid`'s grant of `lock`, once; None if there is none, or if it has a text and
+    /// its slot no longer holds it (withdrawn since, as the lock will be a moment later).
+    pub fn take(&mut self, pid: i32, lock: Lockable) -> Option<Grant> {
+        let indexed = self.grants.remove(&(pid, lock))?;
+        let grant = indexed.grant(pid, lock);
+        let Some(slot) = indexed.texts else {
+            return Some(grant);
+        };
+        let (read_pid, published) = slot.read()?;
+        (read_pid == pid && published.lockable() == lock && published.token == grant.token).then(
+            || Grant {
+                label: published.label.get(),
+                owner: published.owner.get(),
+                ..grant
+            },
+        )
+    }
 }
 
 /// The live fenced grants of the current database as (pid, ns, id, token, scope,
