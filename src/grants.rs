@@ -111,41 +111,39 @@ pub fn session_owner(lock: Lockable) -> Option<String> {
     GRANTS.with_borrow(|grants| grants.session.get(&lock)?.owner.clone())
 }
 
-/// Remembers a new grant with its token.
-pub fn remember(new: NewGrant, token: i64) {
-    let slot = shared_grants::publish(&new, token);
-    let NewGrant {
-        lock,
-        mode,
-        scope,
-        owner,
-        ..
-    } = new;
-    if slot.is_some() {
+/// Remembers new grants, all granted now with one token.
+pub fn remember(new: &[NewGrant], token: i64) {
+    let subxact = crate::unguarded::current_subtransaction();
+    let mut published_any = false;
+    GRANTS.with_borrow_mut(|grants| {
+        let acquired_at = crate::unguarded::now();
+        shared_grants::publish(new, token, acquired_at, |new, slot| {
+            published_any |= slot.is_some();
+            match new.scope {
+                Scope::Transaction => {
+                    let grant = TransactionGrant {
+                        token,
+                        mode: new.mode,
+                        subxact,
+                        slot,
+                    };
+                    grants.transaction.insert(new.lock, grant);
+                }
+                Scope::Session => {
+                    let grant = SessionGrant {
+                        token,
+                        mode: new.mode,
+                        owner: new.owner.map(String::from),
+                        slot,
+                    };
+                    grants.session.insert(new.lock, grant);
+                }
+            }
+        });
+    });
+    if published_any {
         register_exit_cleanup();
     }
-    GRANTS.with_borrow_mut(|grants| match scope {
-        Scope::Transaction => {
-            let subxact = crate::unguarded::current_subtransaction();
-            let grant = TransactionGrant {
-                token,
-                mode,
-                subxact,
-                slot,
-            };
-            grants.transaction.insert(lock, grant);
-        }
-        Scope::Session => {
-            let owner = owner.map(String::from);
-            let grant = SessionGrant {
-                token,
-                mode,
-                owner,
-                slot,
-            };
-            grants.session.insert(lock, grant);
-        }
-    });
 }
 
 /// Forgets the session grant on `lock`; its token, if there was one.

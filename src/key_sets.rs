@@ -136,16 +136,16 @@ fn acquire_all(
     namespaces
         .into_iter()
         .for_each(|ns| crate::stats::count(ns, crate::stats::Count::TokensIssued, 1));
-    for keyed in taken {
-        let new = NewGrant {
+    let new: Vec<NewGrant> = (taken.into_iter())
+        .map(|keyed| NewGrant {
             lock: Lockable::advisory(keyed.key),
             mode: Mode::Exclusive,
             scope: Scope::Transaction,
             label: keyed.label.as_deref(),
             owner: None,
-        };
-        grants::remember(new, token);
-    }
+        })
+        .collect();
+    grants::remember(&new, token);
     Some(token)
 }
 

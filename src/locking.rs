@@ -369,7 +369,7 @@ pub(crate) fn grant_token(fcinfo: pg_sys::FunctionCallInfo, new: NewGrant) -> i6
             .execute(),
     };
     let (key, scope) = (lockable.key, new.scope);
-    grants::remember(new, token);
+    grants::remember(&[new], token);
     stats::one(key, Count::TokensIssued);
     if scope == Scope::Session {
         stats::one(key, Count::SessionGrants);

@@ -290,16 +290,63 @@ impl Table {
     }
 }
 
-/// Publishes a grant of this backend; its slot, or None (no table, or the table is full).
-pub fn publish(grant: &NewGrant, token: i64) -> Option<u32> {
-    let table = table()?;
+/// Publishes grants of this backend, all granted with `token` at `acquired_at`, and tells
+/// `published` where each is: its slot, or None (no table, or the table is full). The table's
+/// count of claimed slots is taken once for all of them (one atomic addition on the line
+/// every backend writes, not one a grant).
+pub fn publish<'a>(
+    grants: &[NewGrant<'a>],
+    token: i64,
+    acquired_at: pg_sys::TimestampTz,
+    mut published: impl FnMut(&NewGrant<'a>, Option<u32>),
+) {
+    let Some(table) = table() else {
+        grants.iter().for_each(|grant| published(grant, None));
+        return;
+    };
     let (claimed, slots) = (&table.claimed, table.slots());
     let capacity = slots.len();
-    if claimed.fetch_add(1, Ordering::Relaxed) as usize >= capacity {
-        claimed.fetch_sub(1, Ordering::Relaxed);
-        return None;
+    let wanted = grants.len() as u32;
+    let before = claimed.fetch_add(wanted, Ordering::Relaxed);
+    let over = (before + wanted)
+        .saturating_sub(capacity as u32)
+        .min(wanted);
+    let mut reserved = wanted - over;
+    if over > 0 {
+        claimed.fetch_sub(over, Ordering::Relaxed);
     }
     let (pid, database) = unsafe { (pg_sys::MyProcPid, pg_sys::MyDatabaseId) };
+    for grant in grants {
+        let slot = (reserved > 0).then(|| claim_slot(table, pid)).flatten();
+        if let Some(index) = slot {
+            reserved -= 1;
+            slots[index as usize].write(Published {
+                database,
+                ns: grant.lock.key.ns,
+                id: grant.lock.key.id,
+                token,
+                acquired_at,
+                permit: grant.lock.permit,
+                session: grant.scope == Scope::Session,
+                live: true,
+                shared: grant.mode == Mode::Shared,
+                label: ShortText::new(grant.label),
+                owner: ShortText::new(grant.owner),
+                spare: [0; 5],
+            });
+        }
+        published(grant, slot);
+    }
+    if reserved > 0 {
+        claimed.fetch_sub(reserved, Ordering::Relaxed);
+    }
+}
+
+/// Claims a free slot for backend `pid` (one the table's count has room for) and counts it in
+/// its chunk; None if none was found.
+fn claim_slot(table: &Table, pid: i32) -> Option<u32> {
+    let slots = table.slots();
+    let capacity = slots.len();
     let first = FIRST_LOOK.get().unwrap_or(pid as u32) as usize % capacity;
     // A slot freed behind the search while others took those ahead of it can take a second
     // pass to find.
@@ -315,40 +362,32 @@ pub fn publish(grant: &NewGrant, token: i64) -> Option<u32> {
                     Ordering::Relaxed,
                 ))
                 .is_ok()
-        });
-    let Some(index) = index else {
-        claimed.fetch_sub(1, Ordering::Relaxed);
-        return None;
-    };
+        })?;
     // Counted before the grant is written, so that readers see every grant written whole.
     table.chunks()[index / CHUNK]
         .0
         .fetch_add(1, Ordering::AcqRel);
-    slots[index].write(Published {
-        database,
-        ns: grant.lock.key.ns,
-        id: grant.lock.key.id,
-        token,
-        acquired_at: crate::unguarded::now(),
-        permit: grant.lock.permit,
-        session: grant.scope == Scope::Session,
-        live: true,
-        shared: grant.mode == Mode::Shared,
-        label: ShortText::new(grant.label),
-        owner: ShortText::new(grant.owner),
-        spare: [0; 5],
-    });
     FIRST_LOOK.set(Some(index as u32 + 1));
     Some(index as u32)
 }
 
-/// Removes grants this backend published.
+/// Removes grants this backend published. The counts are taken down once for each run of
+/// slots in one chunk and once for the table (after the slots are free: a reader may read a
+/// chunk a moment longer than it needs to, never skip a claimed slot).
 pub fn withdraw(indexes: impl IntoIterator<Item = u32>) {
     let Some(table) = table() else {
         return;
     };
-    let (claimed, slots) = (&table.claimed, table.slots());
+    let (slots, chunks) = (table.slots(), table.chunks());
     let pid = unsafe { pg_sys::MyProcPid } as u32;
+    let (mut withdrawn, mut lowest) = (0, u32::MAX);
+    // The chunk of the slots freed last and how many there were.
+    let mut run: Option<(usize, u32)> = None;
+    let end_run = |run: Option<(usize, u32)>| {
+        if let Some((chunk, count)) = run {
+            chunks[chunk].0.fetch_sub(count, Ordering::Release);
+        }
+    };
     for index in indexes {
         let slot = &slots[index as usize];
         // Only this backend's own slot: never free another backend's grant.
@@ -358,14 +397,23 @@ pub fn withdraw(indexes: impl IntoIterator<Item = u32>) {
                 ..slot.own()
             });
             slot.claimed_by.store(0, Ordering::Release);
-            table.chunks()[index as usize / CHUNK]
-                .0
-                .fetch_sub(1, Ordering::Release);
-            claimed.fetch_sub(1, Ordering::Relaxed);
-            FIRST_LOOK.set(Some(
-                FIRST_LOOK.get().map_or(index, |first| first.min(index)),
-            ));
+            let chunk = index as usize / CHUNK;
+            run = match run {
+                Some((same, count)) if same == chunk => Some((chunk, count + 1)),
+                other => {
+                    end_run(other);
+                    Some((chunk, 1))
+                }
+            };
+            (withdrawn, lowest) = (withdrawn + 1, lowest.min(index));
         }
+    }
+    end_run(run);
+    if withdrawn > 0 {
+        table.claimed.fetch_sub(withdrawn, Ordering::Relaxed);
+        FIRST_LOOK.set(Some(
+            FIRST_LOOK.get().map_or(lowest, |first| first.min(lowest)),
+        ));
     }
 }
 

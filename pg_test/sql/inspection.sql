@@ -57,6 +57,23 @@ SELECT bool_and(token = current_fence(ns, id)) AS published_tokens_right
   FROM fenced_locks WHERE ns = 9303 AND token IS NOT NULL;
 COMMIT;
 SELECT count(*) AS grants_left FROM fenced_lock_grants();
+-- The same with acquire_fenced_all, which publishes its keys together: 40 single grants, then
+-- 50 keys in one call, of which 24 fit; every key of the call shows its one token or none.
+-- After the commit the table is empty again, and a call of 64 keys publishes every one.
+BEGIN;
+SELECT count(acquire_fenced(9303, g)) AS acquired FROM pg_catalog.generate_series(1, 40) g;
+SELECT acquire_fenced_all(9303, ARRAY(SELECT pg_catalog.generate_series(101, 150))) AS t_all \gset
+SELECT count(*) AS locks, count(token) AS with_token,
+       count(*) FILTER (WHERE id > 100 AND token IS NOT NULL) AS of_the_call_with_token,
+       bool_and(token = :t_all) FILTER (WHERE id > 100) AS the_call_token
+  FROM fenced_locks WHERE ns = 9303;
+COMMIT;
+SELECT count(*) AS grants_left FROM fenced_lock_grants();
+BEGIN;
+SELECT acquire_fenced_all(9303, ARRAY(SELECT pg_catalog.generate_series(201, 264))) > 0 AS acquired;
+SELECT count(*) AS locks, count(token) AS with_token FROM fenced_locks WHERE ns = 9303;
+COMMIT;
+SELECT count(*) AS grants_left FROM fenced_lock_grants();
 DELETE FROM fenced_namespaces;
 
 -- Every role can read the view and call the holder function.
