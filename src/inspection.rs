@@ -84,8 +84,8 @@ type LockRow = (
 /// The rows of the fenced_locks view, without the session's columns (the view joins
 /// pg_stat_activity by pid): one per two-int4 advisory lock of this database, held or awaited,
 /// in either mode, and one per permit held or awaited, with its fenced grant. One copy of the
-/// lock table, read in place, and an index of the grants (the words that name each), each
-/// grant read whole only for its row: every read costs O(locks + grants) whatever the query
+/// lock table, read in place, and an index of the grants by backend and lock (a grant's texts
+/// read from its slot only for its row): every read costs O(locks + grants) whatever the query
 /// filters on (0.1.0's SQL join let the planner nest loops: 9 s for `WHERE ns = X` at 10,000
 /// locks), and the rows are made as the scan asks for them. A session grant shows only while
 /// its backend holds the session sentinel (locking.rs): after pg_advisory_unlock_all or

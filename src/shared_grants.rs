@@ -436,7 +436,7 @@ impl Grant {
         Grant {
             label: slot.label.get(),
             owner: slot.owner.get(),
-            ..IndexedGrant::of(slot).grant(pid, slot.lockable())
+            ..IndexedGrant::of(slot, None).grant(pid, slot.lockable())
         }
     }
 }
@@ -481,13 +481,14 @@ struct IndexedGrant {
 }
 
 impl IndexedGrant {
-    fn of(slot: &Published) -> IndexedGrant {
+    /// The grant `published` in `slot`, which is kept when the grant has a text.
+    fn of(published: &Published, slot: Option<&'static Slot>) -> IndexedGrant {
         IndexedGrant {
-            token: slot.token,
-            acquired_at: slot.acquired_at,
-            shared: slot.shared,
-            session: slot.session,
-            texts: None,
+            token: published.token,
+            acquired_at: published.acquired_at,
+            shared: published.shared,
+            session: published.session,
+            texts: slot.filter(|_| published.label.len > 0 || published.owner.len > 0),
         }
     }
 
@@ -539,10 +540,7 @@ impl GrantIndex {
                 let Some((pid, published)) = slot.read() else {
                     continue;
                 };
-                let indexed = IndexedGrant {
-                    texts: (published.label.len > 0 || published.owner.len > 0).then_some(slot),
-                    ..IndexedGrant::of(&published)
-                };
+                let indexed = IndexedGrant::of(&published, Some(slot));
                 if published.database == database && wanted(pid, indexed.scope()) {
                     grants.insert((pid, published.lockable()), indexed);
                 }
