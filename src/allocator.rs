@@ -14,6 +14,14 @@
 //! and shown as a wait event; a DDL on one database's sequence holds up only that database; and
 //! the owner's setval (RowExclusiveLock) cannot land between a reservation's nextval and setval.
 //! No LWLock is held across a reservation.
+//!
+//! The backend that takes a block's middle number reserves the next block then, ahead: when
+//! the current one is used up, the next is taken over under the lock with no WAL flush to wait
+//! for (a reservation at the block's end held every backend drawing a token until its WAL was
+//! flushed). Its reservation moves the sequence's page, which would retire the current block;
+//! it does not, because under the sequence's lock the page was as the current block left it,
+//! and the current block takes the page's new LSN before anyone else can change the sequence.
+//! A crash leaves a gap of at most two blocks.
 
 use crate::shmem::{LwLockGuard, Part};
 use pgrx::pg_sys;
@@ -33,8 +41,12 @@ struct Slot {
     next: AtomicI64,
     /// The end (exclusive) of the block.
     limit: AtomicI64,
-    /// The sequence page's LSN right after the block was reserved.
+    /// The sequence page's LSN right after the block was reserved (or the next one ahead).
     reserved_lsn: AtomicU64,
+    /// The block reserved ahead (durable, right above the current one): its first number and
+    /// its end (exclusive), 0 when there is none. Read and written under the sequence's lock.
+    ahead_start: AtomicI64,
+    ahead_limit: AtomicI64,
 }
 
 #[repr(C)]
@@ -82,50 +94,71 @@ pub trait Sequence {
     fn page_lsn(&self) -> u64;
     /// Runs `work` holding the lock that orders reservations (the sequence's ExclusiveLock).
     fn exclusively<R>(&self, work: impl FnOnce() -> R) -> R;
-    /// Reserves the next block (under `exclusively`).
-    fn reserve(&self) -> Reserved;
+    /// Reserves the next block (under `exclusively`), calling `logged` with the page's LSN once
+    /// the block is WAL-logged, before the wait for that WAL's flush.
+    fn reserve(&self, logged: impl FnOnce(u64)) -> Reserved;
 }
 
 /// The next token of `sequence`'s block in this database, reserving a block when the current
 /// one is used up or the page's LSN says the sequence changed under it. None when there is no
 /// allocator (not preloaded, `token_block` = 1, or no slot left).
 pub fn take(oid: pg_sys::Oid, sequence: &impl Sequence) -> Option<i64> {
-    if crate::settings::token_block() <= 1 {
+    let block = crate::settings::token_block();
+    if block <= 1 {
         return None;
     }
     let blocks = unsafe { BLOCKS.as_ref()? };
     let slot = slot_for(blocks, oid)?;
     loop {
-        if let Some(token) = take_from(slot, sequence.page_lsn()) {
+        if let Some((token, limit)) = take_from(slot, sequence.page_lsn()) {
+            if limit - token == (block + 1) / 2 {
+                reserve_ahead(slot, sequence);
+            }
             return Some(token);
         }
         // Another backend may have reserved a block while this one waited for the lock.
         sequence.exclusively(|| {
-            if !slot.is_current(sequence.page_lsn()) {
-                slot.publish(sequence.reserve());
+            let lsn = sequence.page_lsn();
+            if !slot.is_current(lsn) && !slot.take_over_ahead(lsn) {
+                slot.publish(sequence.reserve(|_| ()));
             }
         });
     }
 }
 
-/// The next number of `slot`'s block, if the block is current (`lsn` is the sequence page's,
-/// read before the counter: a block reserved after the read has a later LSN, and a change by
-/// someone else moved the LSN too) and not used up.
-fn take_from(slot: &Slot, lsn: u64) -> Option<i64> {
+/// The next number of `slot`'s block and the block's end, if the block is current (`lsn` is
+/// the sequence page's, read before the counter: a block reserved after the read has a later
+/// LSN, and a change by someone else moved the LSN too) and not used up.
+fn take_from(slot: &Slot, lsn: u64) -> Option<(i64, i64)> {
     while lsn == slot.reserved_lsn.load(Ordering::SeqCst) {
         let next = slot.next.load(Ordering::SeqCst);
-        if next >= slot.limit.load(Ordering::SeqCst) {
+        let limit = slot.limit.load(Ordering::SeqCst);
+        if next >= limit {
             return None;
         }
         let taken = slot
             .next
             .compare_exchange(next, next + 1, Ordering::SeqCst, Ordering::SeqCst);
         if taken.is_ok() {
-            return Some(next);
+            return Some((next, limit));
         }
         // Another backend took `next`: try the following one.
     }
     None
+}
+
+/// Reserves the block after `slot`'s current one, unless one is reserved already or the
+/// current one is no longer current. The current block takes the page's LSN as soon as the
+/// new block is logged, before the wait for its flush, so that the other backends go on
+/// drawing from it meanwhile.
+fn reserve_ahead(slot: &Slot, sequence: &impl Sequence) {
+    sequence.exclusively(|| {
+        if slot.ahead_limit.load(Ordering::SeqCst) == 0 && slot.is_current(sequence.page_lsn()) {
+            let ahead = sequence.reserve(|lsn| slot.reserved_lsn.store(lsn, Ordering::SeqCst));
+            slot.ahead_start.store(ahead.start, Ordering::SeqCst);
+            slot.ahead_limit.store(ahead.end + 1, Ordering::SeqCst);
+        }
+    });
 }
 
 impl Slot {
@@ -133,6 +166,23 @@ impl Slot {
     fn is_current(&self, lsn: u64) -> bool {
         lsn == self.reserved_lsn.load(Ordering::SeqCst)
             && self.next.load(Ordering::SeqCst) < self.limit.load(Ordering::SeqCst)
+    }
+
+    /// Makes the block reserved ahead the current one, if there is one and the sequence is as
+    /// its reservation left it (`lsn`, the page's, is the block's): else it is dropped (the
+    /// owner's setval or ALTER SEQUENCE came after it), and false.
+    fn take_over_ahead(&self, lsn: u64) -> bool {
+        let limit = self.ahead_limit.swap(0, Ordering::SeqCst);
+        let current = limit != 0 && lsn == self.reserved_lsn.load(Ordering::SeqCst);
+        if current {
+            let start = self.ahead_start.load(Ordering::SeqCst);
+            self.publish(Reserved {
+                start,
+                end: limit - 1,
+                lsn,
+            });
+        }
+        current
     }
 
     fn publish(&self, block: Reserved) {
@@ -170,6 +220,7 @@ fn slot_for(blocks: &Blocks, sequence: pg_sys::Oid) -> Option<&Slot> {
         slot.limit.store(i64::MIN, Ordering::SeqCst);
         slot.next.store(0, Ordering::SeqCst);
         slot.reserved_lsn.store(u64::MAX, Ordering::SeqCst);
+        slot.ahead_limit.store(0, Ordering::SeqCst);
         slot.sequence.store(sequence, Ordering::SeqCst);
     }
     slot.database.store(database, Ordering::SeqCst);

@@ -94,8 +94,8 @@ static DURABLE_TOKENS: GucSetting<bool> = GucSetting::<bool>::new(true);
 static MAX_GRANTS: GucSetting<i32> = GucSetting::<i32>::new(16384);
 
 /// Tokens the shared allocator reserves from the sequence at once (one WAL record, flushed
-/// and confirmed by synchronous standbys, per block). A crash leaves a gap of at most this
-/// many numbers. Only when preloaded; 1 turns the allocator off. Server-wide and fixed at
+/// and confirmed by synchronous standbys, per block; the next block is reserved when half of
+/// the current one is handed out). A crash leaves a gap of at most twice this many numbers. Only when preloaded; 1 turns the allocator off. Server-wide and fixed at
 /// start: backends mixing the allocator and the sequence would hand out tokens out of order.
 static TOKEN_BLOCK: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 
@@ -212,8 +212,9 @@ pub fn define() {
             c"fenced_lock.token_block",
             c"Tokens the shared allocator reserves from the sequence at once (needs preloading).",
             c"Each block costs one WAL record, flushed (and confirmed by synchronous standbys) \
-              before its first token is returned; the tokens in it cost an atomic increment. A \
-              crash leaves a gap of at most this many numbers. 1 turns the allocator off.",
+              before its first token is returned; the tokens in it cost an atomic increment. The \
+              next block is reserved when half of the current one is handed out. A crash \
+              leaves a gap of at most twice this many numbers. 1 turns the allocator off.",
             &TOKEN_BLOCK,
             1,
             1_000_000,

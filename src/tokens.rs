@@ -4,7 +4,7 @@
 //! `fenced_lock.token_block` numbers reserved here in one step: nextval, then setval to the
 //! block's end (one WAL record), flushed and confirmed by synchronous standbys before the
 //! block's first token is returned. So the sequence's durable value always covers every token
-//! handed out, and a crash leaves a gap of at most one block.
+//! handed out, and a crash leaves a gap of at most two blocks (the next one is reserved ahead).
 //!
 //! Otherwise every token is a nextval. A sequence alone is not crash-safe enough: nextval
 //! WAL-logs 32 values ahead and hands out values from that range without writing WAL, and a
@@ -147,7 +147,7 @@ impl allocator::Sequence for TokenSequence {
     }
 
     /// The next `token_block` tokens, durable before they are handed out.
-    fn reserve(&self) -> Reserved {
+    fn reserve(&self, logged: impl FnOnce(u64)) -> Reserved {
         let sequence = self.0;
         let skip = pending_skip(sequence);
         if skip > 0 {
@@ -157,6 +157,7 @@ impl allocator::Sequence for TokenSequence {
         let end = start + settings::token_block() - 1;
         setval(sequence, end);
         let lsn = sequence_page_lsn(sequence);
+        logged(lsn);
         make_durable(lsn);
         Reserved { start, end, lsn }
     }
