@@ -95,8 +95,9 @@ static MAX_GRANTS: GucSetting<i32> = GucSetting::<i32>::new(16384);
 
 /// Tokens the shared allocator reserves from the sequence at once (one WAL record, flushed
 /// and confirmed by synchronous standbys, per block; the next block is reserved when half of
-/// the current one is handed out). A crash leaves a gap of at most twice this many numbers. Only when preloaded; 1 turns the allocator off. Server-wide and fixed at
-/// start: backends mixing the allocator and the sequence would hand out tokens out of order.
+/// the current one is handed out). A crash leaves a gap of at most twice this many numbers.
+/// Only when preloaded; 1 turns the allocator off. Server-wide and fixed at start: backends
+/// mixing the allocator and the sequence would hand out tokens out of order.
 static TOKEN_BLOCK: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 
 /// How long a lease that expired unreleased stays unavailable to other owners after its
