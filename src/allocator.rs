@@ -1,8 +1,8 @@
 //! The shared token allocator (when preloaded, and `fenced_lock.token_block` > 1): each
 //! database's tokens come from a block reserved from its sequence in one step, handed out
-//! with an atomic increment. `tokens` reserves the blocks (one WAL record each, durable
-//! before the block is published) and says whether the sequence is still as the block left
-//! it; this module only keeps the blocks.
+//! with an atomic increment. `tokens` reserves the blocks (one WAL record each), makes them
+//! durable and says whether the sequence is still as the block left it; this module keeps
+//! the blocks, and makes each durable before it hands out its first token.
 //!
 //! Order: every token comes from one atomic counter per database, and a new block starts above
 //! every number of the old one, so a later grant always gets a larger token. A block is
@@ -15,13 +15,16 @@
 //! the owner's setval (RowExclusiveLock) cannot land between a reservation's nextval and setval.
 //! No LWLock is held across a reservation.
 //!
-//! The backend that takes a block's middle number reserves the next block then, ahead: when
-//! the current one is used up, the next is taken over under the lock with no WAL flush to wait
-//! for (a reservation at the block's end held every backend drawing a token until its WAL was
-//! flushed). Its reservation moves the sequence's page, which would retire the current block;
-//! it does not, because under the sequence's lock the page was as the current block left it,
-//! and the current block takes the page's new LSN before anyone else can change the sequence.
-//! A crash leaves a gap of at most two blocks.
+//! The backend that takes a block's middle number reserves the next block then, ahead, and
+//! does not wait for its WAL's flush: its transaction's commit flushes it (nextval gave the
+//! transaction an ID), and the backend that takes the next block over when the current one is
+//! used up flushes what is left, usually nothing (a reservation at the block's end held every
+//! backend drawing a token until its WAL was flushed). The reservation moves the sequence's
+//! page, which would retire the current block; it does not, because under the sequence's lock
+//! the page was as the current block left it, and the current block takes the page's new LSN
+//! before anyone else can change the sequence (a backend that reads the page in between waits
+//! for the lock, which is not held across a flush). A crash leaves a gap of at most two
+//! blocks.
 
 use crate::shmem::{LwLockGuard, Part};
 use pgrx::pg_sys;
@@ -31,8 +34,8 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 /// beyond them draws every token from its sequence).
 const SLOTS: usize = 64;
 
-/// One database's block. `next` and `limit` are read without a lock; a reservation (under
-/// the sequence's lock) publishes `reserved_lsn`, then `next`, then `limit`.
+/// One database's block. `next` and `limit` are read without a lock; a block is published
+/// (under the sequence's lock) as `reserved_lsn`, then `next`, then `limit`.
 #[repr(C)]
 struct Slot {
     database: AtomicU32,
@@ -43,10 +46,10 @@ struct Slot {
     limit: AtomicI64,
     /// The sequence page's LSN right after the block was reserved (or the next one ahead).
     reserved_lsn: AtomicU64,
-    /// The block reserved ahead (durable, right above the current one): its first number and
-    /// its end (exclusive), 0 when there is none. Read and written under the sequence's lock.
+    /// The first number of the block reserved ahead (right above the current one, WAL-logged,
+    /// `token_block` numbers), 0 when there is none (tokens start at 1). Read and written under
+    /// the sequence's lock.
     ahead_start: AtomicI64,
-    ahead_limit: AtomicI64,
 }
 
 #[repr(C)]
@@ -81,7 +84,8 @@ pub const BLOCKS_PART: Part = Part {
     },
 };
 
-/// A block reserved from the sequence: tokens `start..=end`, durable; the page's LSN after.
+/// A block reserved from the sequence: tokens `start..=end`; the page's LSN after, which the
+/// WAL must be flushed up to before the block's first token is handed out.
 pub struct Reserved {
     pub start: i64,
     pub end: i64,
@@ -94,9 +98,10 @@ pub trait Sequence {
     fn page_lsn(&self) -> u64;
     /// Runs `work` holding the lock that orders reservations (the sequence's ExclusiveLock).
     fn exclusively<R>(&self, work: impl FnOnce() -> R) -> R;
-    /// Reserves the next block (under `exclusively`), calling `logged` with the page's LSN once
-    /// the block is WAL-logged, before the wait for that WAL's flush.
-    fn reserve(&self, logged: impl FnOnce(u64)) -> Reserved;
+    /// Reserves the next block (under `exclusively`): WAL-logged, not yet flushed.
+    fn reserve(&self) -> Reserved;
+    /// Flushes the WAL up to `lsn`, and waits for synchronous standbys to confirm it.
+    fn make_durable(&self, lsn: u64);
 }
 
 /// The next token of `sequence`'s block in this database, reserving a block when the current
@@ -119,8 +124,10 @@ pub fn take(oid: pg_sys::Oid, sequence: &impl Sequence) -> Option<i64> {
         // Another backend may have reserved a block while this one waited for the lock.
         sequence.exclusively(|| {
             let lsn = sequence.page_lsn();
-            if !slot.is_current(lsn) && !slot.take_over_ahead(lsn) {
-                slot.publish(sequence.reserve(|_| ()));
+            if !slot.is_current(lsn) && !slot.take_over_ahead(lsn, sequence) {
+                let block = sequence.reserve();
+                sequence.make_durable(block.lsn);
+                slot.publish(block);
             }
         });
     }
@@ -148,15 +155,14 @@ fn take_from(slot: &Slot, lsn: u64) -> Option<(i64, i64)> {
 }
 
 /// Reserves the block after `slot`'s current one, unless one is reserved already or the
-/// current one is no longer current. The current block takes the page's LSN as soon as the
-/// new block is logged, before the wait for its flush, so that the other backends go on
-/// drawing from it meanwhile.
+/// current one is no longer current. The current block takes the page's new LSN, so that the
+/// other backends go on drawing from it; the new block is flushed when it is taken over.
 fn reserve_ahead(slot: &Slot, sequence: &impl Sequence) {
     sequence.exclusively(|| {
-        if slot.ahead_limit.load(Ordering::SeqCst) == 0 && slot.is_current(sequence.page_lsn()) {
-            let ahead = sequence.reserve(|lsn| slot.reserved_lsn.store(lsn, Ordering::SeqCst));
+        if slot.ahead_start.load(Ordering::SeqCst) == 0 && slot.is_current(sequence.page_lsn()) {
+            let ahead = sequence.reserve();
+            slot.reserved_lsn.store(ahead.lsn, Ordering::SeqCst);
             slot.ahead_start.store(ahead.start, Ordering::SeqCst);
-            slot.ahead_limit.store(ahead.end + 1, Ordering::SeqCst);
         }
     });
 }
@@ -168,21 +174,28 @@ impl Slot {
             && self.next.load(Ordering::SeqCst) < self.limit.load(Ordering::SeqCst)
     }
 
-    /// Makes the block reserved ahead the current one, if there is one and the sequence is as
-    /// its reservation left it (`lsn`, the page's, is the block's): else it is dropped (the
-    /// owner's setval or ALTER SEQUENCE came after it), and false.
-    fn take_over_ahead(&self, lsn: u64) -> bool {
-        let limit = self.ahead_limit.swap(0, Ordering::SeqCst);
-        let current = limit != 0 && lsn == self.reserved_lsn.load(Ordering::SeqCst);
-        if current {
-            let start = self.ahead_start.load(Ordering::SeqCst);
-            self.publish(Reserved {
-                start,
-                end: limit - 1,
-                lsn,
-            });
+    /// Makes the block reserved ahead the current one, durable first, if there is one and the
+    /// sequence is as its reservation left it (`lsn`, the page's, is the block's): else it is
+    /// dropped (the owner's setval or ALTER SEQUENCE came after it), and false. A wait for the
+    /// flush that ends in an error (a cancelled wait for a synchronous standby) leaves the
+    /// block ahead for the next try.
+    fn take_over_ahead(&self, lsn: u64, sequence: &impl Sequence) -> bool {
+        let start = self.ahead_start.load(Ordering::SeqCst);
+        if start == 0 {
+            return false;
         }
-        current
+        if lsn != self.reserved_lsn.load(Ordering::SeqCst) {
+            self.ahead_start.store(0, Ordering::SeqCst);
+            return false;
+        }
+        sequence.make_durable(lsn);
+        self.ahead_start.store(0, Ordering::SeqCst);
+        self.publish(Reserved {
+            start,
+            end: start + crate::settings::token_block() - 1,
+            lsn,
+        });
+        true
     }
 
     fn publish(&self, block: Reserved) {
@@ -220,7 +233,7 @@ fn slot_for(blocks: &Blocks, sequence: pg_sys::Oid) -> Option<&Slot> {
         slot.limit.store(i64::MIN, Ordering::SeqCst);
         slot.next.store(0, Ordering::SeqCst);
         slot.reserved_lsn.store(u64::MAX, Ordering::SeqCst);
-        slot.ahead_limit.store(0, Ordering::SeqCst);
+        slot.ahead_start.store(0, Ordering::SeqCst);
         slot.sequence.store(sequence, Ordering::SeqCst);
     }
     slot.database.store(database, Ordering::SeqCst);

@@ -117,29 +117,38 @@ struct Slot {
 }
 
 impl Slot {
-    /// Writes the slot (its claiming backend only), inside an odd change count: the release
-    /// fence orders the odd count before the words, the release store the words before the
-    /// even count.
-    fn write(&self, published: Published) {
+    /// Writes `words` (index, value) of the slot (its claiming backend only), inside an odd
+    /// change count: the release fence orders the odd count before the words, the release
+    /// store the words before the even count.
+    fn write(&self, words: impl Iterator<Item = (usize, u64)>) {
         let changes = self.changes.load(Ordering::Relaxed);
         self.changes
             .store(changes.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
-        for (word, value) in self.published.iter().zip(published.into_words()) {
-            word.store(value, Ordering::Relaxed);
+        for (index, value) in words {
+            self.published[index].store(value, Ordering::Relaxed);
         }
         self.changes
             .store(changes.wrapping_add(2), Ordering::Release);
     }
 
+    /// Publishes `published`, every word of it.
+    fn publish(&self, published: Published) {
+        self.write(published.into_words().into_iter().enumerate());
+    }
+
+    /// Marks the slot's grant withdrawn: one word, the one `live` is in.
+    fn withdraw(&self) {
+        const LIVE: usize = std::mem::offset_of!(Published, live);
+        let word = self.published[LIVE / 8].load(Ordering::Relaxed);
+        let mut bytes = word.to_ne_bytes();
+        bytes[LIVE % 8] = false as u8;
+        self.write(std::iter::once((LIVE / 8, u64::from_ne_bytes(bytes))));
+    }
+
     /// The slot's words as they are now (whole only if no write overlapped the copy).
     fn words(&self) -> [u64; WORDS] {
         (self.published.each_ref()).map(|word| word.load(Ordering::Relaxed))
-    }
-
-    /// The grant as its claiming backend last wrote it (only that backend may call this).
-    fn own(&self) -> Published {
-        unsafe { Published::from_words(self.words()) }
     }
 
     /// The pid and a copy of the slot's grant, if it is live and did not change while copied
@@ -320,7 +329,7 @@ pub fn publish<'a>(
         let slot = (reserved > 0).then(|| claim_slot(table, pid)).flatten();
         if let Some(index) = slot {
             reserved -= 1;
-            slots[index as usize].write(Published {
+            slots[index as usize].publish(Published {
                 database,
                 ns: grant.lock.key.ns,
                 id: grant.lock.key.id,
@@ -392,10 +401,7 @@ pub fn withdraw(indexes: impl IntoIterator<Item = u32>) {
         let slot = &slots[index as usize];
         // Only this backend's own slot: never free another backend's grant.
         if slot.claimed_by.load(Ordering::Relaxed) == pid {
-            slot.write(Published {
-                live: false,
-                ..slot.own()
-            });
+            slot.withdraw();
             slot.claimed_by.store(0, Ordering::Release);
             let chunk = index as usize / CHUNK;
             run = match run {

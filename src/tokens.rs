@@ -146,8 +146,9 @@ impl allocator::Sequence for TokenSequence {
         exclusively(self.0, work)
     }
 
-    /// The next `token_block` tokens, durable before they are handed out.
-    fn reserve(&self, logged: impl FnOnce(u64)) -> Reserved {
+    /// The next `token_block` tokens, WAL-logged (the allocator makes them durable before it
+    /// hands them out).
+    fn reserve(&self) -> Reserved {
         let sequence = self.0;
         let skip = pending_skip(sequence);
         if skip > 0 {
@@ -157,9 +158,11 @@ impl allocator::Sequence for TokenSequence {
         let end = start + settings::token_block() - 1;
         setval(sequence, end);
         let lsn = sequence_page_lsn(sequence);
-        logged(lsn);
-        make_durable(lsn);
         Reserved { start, end, lsn }
+    }
+
+    fn make_durable(&self, lsn: u64) {
+        make_durable(lsn);
     }
 }
 

@@ -46,6 +46,26 @@ SELECT acquire_fenced_named('inspect', 'same') > 0, acquire_fenced_named('inspec
 SELECT namespace, id = fenced_key('same') AS hashed_id, scope FROM fenced_locks ORDER BY ns;
 COMMIT;
 
+-- A freed slot is taken again by this backend's next grant (a withdrawal clears only the
+-- grant's live mark): every grant shows its own key text and owner, whole, never a longer
+-- one's rest.
+SELECT acquire_fenced_session_owned(9301, 6, repeat('o', 64)) > 0 AS owned_64;
+SELECT key IS NULL AS no_key, owner = repeat('o', 64) AS owner_whole
+  FROM fenced_lock_grants() WHERE ns = 9301 AND id = 6;
+SELECT release_fenced(9301, 6, repeat('o', 64));
+BEGIN;
+SELECT acquire_fenced_named('inspect', repeat('k', 64)) > 0 AS named_64;
+SELECT key = repeat('k', 64) AS key_whole, owner IS NULL AS no_owner
+  FROM fenced_lock_grants() WHERE ns = 9301;
+COMMIT;
+SELECT acquire_fenced_session_owned(9301, 7, 'x') > 0 AS owned_short;
+SELECT key IS NULL AS no_key, owner AS short_owner FROM fenced_lock_grants() WHERE ns = 9301;
+SELECT release_fenced(9301, 7, 'x');
+BEGIN;
+SELECT acquire_fenced_named('inspect', 'ab') > 0 AS named_short;
+SELECT key AS short_key, owner IS NULL AS no_owner FROM fenced_lock_grants() WHERE ns = 9301;
+COMMIT;
+
 -- More grants than the table holds (max_grants on this server is 64): every acquisition
 -- succeeds, and the view shows the grants it could not publish with a NULL token, never a
 -- wrong one.

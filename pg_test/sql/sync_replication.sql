@@ -5,11 +5,35 @@
 -- (fenced_lock.token_block), each confirmed by the standby before its first token is
 -- returned; moving the sequence (as its owner may) makes the next token reserve a new block.
 \set SHOW_CONTEXT never
+-- A block of its own (token_block is 10000), drawn up to the number before its middle while
+-- no standby is named.
+SELECT advance_fencing_tokens(last_value + 1) AS base FROM fencing_token_seq \gset
+SELECT max(new_fencing_token()) = :base + 5000 AS before_the_middle
+FROM pg_catalog.generate_series(1, 5000);
 ALTER SYSTEM SET synchronous_standby_names = 'nobody';
 SELECT pg_catalog.pg_reload_conf();
 -- The checkpointer publishes the new setting to the walsenders' shared state.
 SELECT pg_catalog.pg_sleep(1);
 SHOW synchronous_standby_names;
+
+SET statement_timeout = '300ms';
+-- The middle number reserves the next block without waiting for its WAL (this session's
+-- commits wait for the local flush only), and the rest of the current block, confirmed
+-- before, is handed out.
+SET synchronous_commit = local;
+SELECT new_fencing_token() = :base + 5001 AS the_middle_without_waiting;
+SELECT last_value = :base + 20000 AS reserved_ahead FROM fencing_token_seq;
+SELECT max(new_fencing_token()) = :base + 10000 AS rest_of_the_block
+FROM pg_catalog.generate_series(1, 4999);
+-- The block reserved ahead is confirmed by the standby before its first token is returned:
+-- cancelled (57014), and again on the next try; no token of it comes out.
+SELECT new_fencing_token();
+\echo :LAST_ERROR_SQLSTATE
+SELECT new_fencing_token();
+\echo :LAST_ERROR_SQLSTATE
+SELECT last_value = :base + 20000 AS still_that_block FROM fencing_token_seq;
+RESET synchronous_commit;
+RESET statement_timeout;
 
 SET statement_timeout = '300ms';
 SET synchronous_commit = on;
