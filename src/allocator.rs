@@ -23,7 +23,8 @@
 //! page, which would retire the current block; it does not, because under the sequence's lock
 //! the page was as the current block left it, and the current block takes the page's new LSN
 //! before anyone else can change the sequence (a backend that reads the page in between waits
-//! for the lock, which is not held across a flush). A crash leaves a gap of at most two
+//! for the lock, which this reservation does not hold across a flush; a reservation with no
+//! block ahead to take over, and a take-over, do). A crash leaves a gap of at most two
 //! blocks.
 
 use crate::shmem::{LwLockGuard, Part};
