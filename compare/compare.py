@@ -9,7 +9,9 @@ Writes DIRECTORY/compare.md (and docs/compare.md from a full run, by `make compa
 
 import json
 import os
+import select
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -547,6 +549,8 @@ def check_history(trial):
 
 
 THROUGHPUT_CLIENTS = 8
+# Rounds of the throughput row in a full run (the short form runs one).
+THROUGHPUT_ROUNDS = 3
 
 
 def durable_writes(services, system):
@@ -572,39 +576,70 @@ def durable_writes(services, system):
     return None
 
 
-def throughput(services, seconds, systems=THROUGHPUT):
-    """Lock cycles per second per system, 8 client processes, random keys and one hot key,
-    and the lock service's durable writes (log syncs) per cycle."""
-    rows = {}
-    for system in systems:
-        rows[system] = {}
-        synced_before = durable_writes(services, system)
-        for keys in ("random", "hot"):
-            clients = [subprocess.Popen(
-                [sys.executable, os.path.join(HERE, "throughput.py"), system,
-                 json.dumps(services.values()), str(seconds), keys],
-                stdout=subprocess.PIPE, text=True) for _ in range(THROUGHPUT_CLIENTS)]
-            counts = [client.communicate(timeout=seconds + 60)[0].split() for client in clients]
-            # A client that crashed or printed nothing measured nothing: the row fails.
-            rows[system][f"{keys} broken"] = sum(
-                1 for client, count in zip(clients, counts) if client.returncode != 0 or
-                len(count) != 2)
-            counts = [count if len(count) == 2 else ["0", "0"] for count in counts]
-            rows[system][f"{keys} cycles"] = sum(int(c[0]) for c in counts)
-            rows[system][keys] = rows[system][f"{keys} cycles"] / seconds
-            rows[system][f"{keys} errors"] = sum(int(c[1]) for c in counts)
-        cycles = rows[system]["random cycles"] + rows[system]["hot cycles"]
-        if synced_before is not None:
-            synced = durable_writes(services, system) - synced_before
-            rows[system]["durable"] = f"{synced / max(cycles, 1):.2f}"
+def throughput(services, seconds, systems=THROUGHPUT, rounds=THROUGHPUT_ROUNDS):
+    """Lock cycles per second per system, 8 client processes, random keys and one hot key, in
+    `rounds` rounds (the systems' order reversed every other round, so that none always runs
+    first or last): a system's rate is the median of its rounds', and each round keeps its
+    rates so that the report divides by Redis' of the same round. Also the lock service's
+    durable writes (log syncs) per cycle, over every round."""
+    rows = {system: {"random rounds": [], "hot rounds": [], "random errors": 0,
+                     "hot errors": 0, "random broken": 0, "hot broken": 0, "cycles": 0,
+                     "synced": None} for system in systems}
+    for number in range(rounds):
+        for system in systems if number % 2 == 0 else systems[::-1]:
+            row = rows[system]
+            synced_before = durable_writes(services, system)
+            for keys in ("random", "hot"):
+                cycles, errors, broken = throughput_run(services, system, seconds, keys)
+                row[f"{keys} rounds"].append(cycles / seconds)
+                row[f"{keys} errors"] += errors
+                row[f"{keys} broken"] += broken
+                row["cycles"] += cycles
+            if synced_before is not None:
+                row["synced"] = (row["synced"] or 0) + (
+                    durable_writes(services, system) - synced_before)
+            print(f"{SYSTEMS[system].name}, round {number + 1}: "
+                  f"{row['random rounds'][-1]:.0f} cycles/s on random keys, "
+                  f"{row['hot rounds'][-1]:.0f} on one hot key", flush=True)
+    for system, row in rows.items():
+        row["random"] = statistics.median(row["random rounds"])
+        row["hot"] = statistics.median(row["hot rounds"])
+        if row["synced"] is not None:
+            row["durable"] = f"{row['synced'] / max(row['cycles'], 1):.2f}"
         elif system == "redis-aof":
             # appendfsync everysec: one sync a second, whatever the cycles.
-            rows[system]["durable"] = f"{2 * seconds / max(cycles, 1):.4f} (one a second)"
+            row["durable"] = f"{2 * seconds * rounds / max(row['cycles'], 1):.4f} (one a second)"
         else:
-            rows[system]["durable"] = "0 (no persistence)"
-        print(f"{SYSTEMS[system].name}: {rows[system]['random']:.0f} cycles/s on random keys, "
-              f"{rows[system]['hot']:.0f} on one hot key", flush=True)
+            row["durable"] = "0 (no persistence)"
     return rows
+
+
+def throughput_run(services, system, seconds, keys):
+    """One run of THROUGHPUT_CLIENTS clients: started together once every one has imported its
+    modules and made its client (a client's imports take a good part of a second of CPU, which
+    must not fall into another's window); its cycles, its failed calls, and how many clients
+    crashed or printed nothing (a row with any fails its check)."""
+    clients = [subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "throughput.py"), system,
+         json.dumps(services.values()), str(seconds), keys],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for _ in range(THROUGHPUT_CLIENTS)]
+    deadline = time.monotonic() + 60
+    for client in clients:
+        # A client that died says nothing ("" at its end of file) and is counted below.
+        if select.select([client.stdout], [], [], max(0, deadline - time.monotonic()))[0]:
+            client.stdout.readline()
+    for client in clients:
+        try:
+            client.stdin.write("\n")
+            client.stdin.flush()
+        except BrokenPipeError:
+            pass
+    counts = [client.communicate(timeout=seconds + 60)[0].split() for client in clients]
+    broken = sum(1 for client, count in zip(clients, counts)
+                 if client.returncode != 0 or len(count) != 2)
+    counts = [count for count in counts if len(count) == 2]
+    return sum(int(c[0]) for c in counts), sum(int(c[1]) for c in counts), broken
 
 
 def main():
@@ -650,7 +685,7 @@ def main():
                     results[(system, fault.name)].append(result)
                     print(f"{SYSTEMS[system].name} / {fault.name}: {result}", flush=True)
         speeds = {} if only is not None else (
-            throughput(services, 2, QUICK_THROUGHPUT) if quick else throughput(services, 4))
+            throughput(services, 2, QUICK_THROUGHPUT, 1) if quick else throughput(services, 4))
     finally:
         services.stop()
     report(directory, faults, results, speeds, trials, time.monotonic() - started)
@@ -881,17 +916,29 @@ def report(directory, faults, results, speeds, trials, seconds):
     lines += ["", "Unavailable after the fault by design (checked: no holder after it):", ""]
     lines += [f"- {SYSTEMS[system].name} / {fault}: {why}"
               for (system, fault), why in UNAVAILABLE_AFTER.items()]
+    rounds = max((len(row["random rounds"]) for row in speeds.values()), default=0)
     lines += ["", f"Lock cycles per second (take, release; no work), {THROUGHPUT_CLIENTS} "
-              "client processes of the same harness, on random keys and on one hot key (Python "
-              "clients on the same 2 cores: the ratios mean more than the numbers):", "",
+              "client processes of the same harness started together, on random keys and on "
+              "one hot key (Python clients on the same 2 cores: the ratios mean more than the "
+              f"numbers); the median of {rounds} round(s), the systems' order reversed every "
+              "other round, and against Redis the median of the rounds' ratios to Redis' rate "
+              "in the same round (the lowest and highest in brackets):", "",
               "| system | random keys | one hot key | vs Redis (random, hot) | failed calls "
               "| durable writes per cycle |", "|---|---|---|---|---|---|"]
     redis_row = speeds.get("redis")
 
     def against_redis(row):
-        if not redis_row or not redis_row["random"] or not redis_row["hot"]:
+        """The median of the rounds' ratios to Redis' rate in the same round, with the lowest
+        and highest when there are several rounds."""
+        if not redis_row or 0 in redis_row["random rounds"] + redis_row["hot rounds"]:
             return ""
-        return f"{row['random'] / redis_row['random']:.2f}x, {row['hot'] / redis_row['hot']:.2f}x"
+        ratios = []
+        for keys in ("random", "hot"):
+            ratio = sorted(mine / redis for mine, redis in
+                           zip(row[f"{keys} rounds"], redis_row[f"{keys} rounds"]))
+            spread = f" ({ratio[0]:.2f}-{ratio[-1]:.2f})" if len(ratio) > 1 else ""
+            ratios.append(f"{statistics.median(ratio):.2f}x{spread}")
+        return ", ".join(ratios)
     lines += [f"| {SYSTEMS[system].name} | {row['random']:,.0f} | {row['hot']:,.0f} | "
               f"{against_redis(row)} | {row['random errors'] + row['hot errors']} | "
               f"{row['durable']} |" for system, row in speeds.items()]

@@ -6,6 +6,7 @@ own whose packets nftables can drop."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -80,6 +81,15 @@ def wait_for(what, predicate, timeout, interval=0.2):
     raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
 
 
+def running(pid):
+    """Whether process `pid` exists (a child not yet waited for counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def stop_pid(pid, sig=signal.SIGTERM, timeout=20):
     """Sends `sig` to `pid` (and SIGCONT, should it be stopped), then SIGKILL after
     `timeout` s."""
@@ -90,9 +100,7 @@ def stop_pid(pid, sig=signal.SIGTERM, timeout=20):
         return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not running(pid):
             return
         try:
             os.waitpid(pid, os.WNOHANG)
@@ -103,6 +111,21 @@ def stop_pid(pid, sig=signal.SIGTERM, timeout=20):
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def forget_faketime(since):
+    """Removes libfaketime's shared memory and semaphore (/dev/shm, named after the pid of the
+    first process it was preloaded into) made since `since` by processes that no longer run.
+    The library removes them when that process exits normally, not when a signal ends it (a
+    Redis killed with -9), and they would outlive the run."""
+    for name in os.listdir("/dev/shm"):
+        made_by = re.fullmatch(r"(?:faketime_shm_|sem\.faketime_sem_)(\d+)", name)
+        path = os.path.join("/dev/shm", name)
+        try:
+            if made_by and os.stat(path).st_mtime >= since and not running(int(made_by[1])):
+                os.unlink(path)
+        except FileNotFoundError:
+            pass
 
 
 def pg(*argv, env=None):
@@ -137,6 +160,7 @@ class Processes:
 
     def __init__(self, directory):
         self.directory = directory
+        self.created = time.time()
         self.started = []
         # Stopped first, in reverse: what must shut down in order (Patroni before its server).
         self.cleanups = []
@@ -159,6 +183,7 @@ class Processes:
                 process.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 pass
+        forget_faketime(self.created)
 
 
 class Etcd:
