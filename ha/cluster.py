@@ -17,7 +17,7 @@ import psycopg2
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from real_parts import Etcd, Processes, Proxy, free_ports, log, stop_pid, wait_for  # noqa: E402,F401
+from real_parts import Etcd, Processes, Proxy, free_ports, log, running, stop_pid, wait_for  # noqa: E402,F401
 PG_BIN = "/usr/lib/postgresql/15/bin"
 # Patroni's timing, scaled down from its defaults (ttl 30, loop_wait 10, retry_timeout 10) so
 # that a fault resolves in seconds; Patroni requires ttl >= loop_wait + 2 * retry_timeout.
@@ -46,10 +46,9 @@ class PostgresNode:
         try:
             with open(os.path.join(self.data, "postmaster.pid")) as pidfile:
                 pid = int(pidfile.readline())
-            os.kill(pid, 0)
-            return pid
         except (OSError, ValueError):
             return None
+        return pid if running(pid) else None
 
     def value(self, sql):
         """The first column of the first row `sql` returns on this server."""

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 pub const DATABASE: &str = "fenced_faults";
 
@@ -33,6 +33,37 @@ fn pg_sh_with(args: &[&str], environment: &[(String, String)]) -> String {
     String::from_utf8(output.stdout).expect("pg.sh prints UTF-8")
 }
 
+/// Now, a second early: a bound for /dev/shm's file times, which are coarser than the clock.
+pub fn shm_clock_now() -> SystemTime {
+    SystemTime::now() - Duration::from_secs(1)
+}
+
+/// libfaketime's shared memory and semaphore (/dev/shm, named after the pid of the process
+/// that made them) made since `since` by processes that no longer run. The library removes
+/// them when their maker exits normally, yet a server started through it and stopped with
+/// pg_ctl leaves one pair (as does a process a signal ends), and they would outlive the suite.
+pub fn faketime_leftovers(since: SystemTime) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir("/dev/shm") else {
+        return Vec::new();
+    };
+    (entries.flatten())
+        .filter(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let maker = (name.strip_prefix("faketime_shm_"))
+                .or_else(|| name.strip_prefix("sem.faketime_sem_"))
+                .and_then(|pid| pid.parse::<u32>().ok());
+            let made = entry.metadata().and_then(|meta| meta.modified());
+            match (maker, made) {
+                (Some(pid), Ok(made)) => {
+                    made >= since && !PathBuf::from(format!("/proc/{pid}")).exists()
+                }
+                _ => false,
+            }
+        })
+        .map(|entry| entry.path())
+        .collect()
+}
+
 /// One PostgreSQL server of the suite, stopped when dropped.
 pub struct Server {
     pub dir: String,
@@ -41,6 +72,8 @@ pub struct Server {
     settings: Vec<String>,
     /// Added to the server's environment at every start (libfaketime's, say).
     environment: Vec<(String, String)>,
+    /// When its directory was wiped: what libfaketime left since then is this server's.
+    created: SystemTime,
 }
 
 impl Server {
@@ -53,6 +86,7 @@ impl Server {
             dir,
             settings: settings.iter().map(|s| s.to_string()).collect(),
             environment: Vec::new(),
+            created: shm_clock_now(),
         };
         pg_sh(&["stop", &server.dir]);
         let _ = std::fs::remove_dir_all(&server.dir);
@@ -165,6 +199,9 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         pg_sh(&["stop", &self.dir]);
+        for leftover in faketime_leftovers(self.created) {
+            let _ = std::fs::remove_file(leftover);
+        }
     }
 }
 

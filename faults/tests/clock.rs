@@ -6,7 +6,8 @@
 //!   at once the clock was corrected; DROP EXTENSION now keeps the last token as the
 //!   database's fenced_lock.token_floor, and the new extension starts above it.
 
-use fenced_lock_faults::{report, Server, DATABASE};
+use fenced_lock_faults::{faketime_leftovers, report, shm_clock_now, Server, DATABASE};
+use std::time::SystemTime;
 
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
@@ -34,12 +35,20 @@ fn tokens(client: &mut postgres::Client, count: i32) -> Vec<i64> {
         .collect()
 }
 
+/// A server started through libfaketime leaves no /dev/shm files behind once dropped.
+fn dropped_without_leftovers(server: Server, since: SystemTime) {
+    drop(server);
+    let left = faketime_leftovers(since);
+    assert!(left.is_empty(), "libfaketime's files left behind: {left:?}");
+}
+
 fn rising(tokens: &[i64]) -> bool {
     tokens.windows(2).all(|pair| pair[0] < pair[1])
 }
 
 #[test]
 fn create_extension_with_the_clock_before_2000() {
+    let since = shm_clock_now();
     let server = Server::fresh_with("clock-1999", &[], &faked("@1999-06-01 00:00:00"));
     let mut admin = server.connect("postgres");
     let year: f64 = admin
@@ -54,10 +63,13 @@ fn create_extension_with_the_clock_before_2000() {
         issued.iter().filter(|&&token| token < 1).count() + usize::from(!rising(&issued));
     report("clock_before_2000", 20, 1, issued.len(), violations);
     assert_eq!(violations, 0, "tokens {issued:?}");
+    drop(client);
+    dropped_without_leftovers(server, since);
 }
 
 #[test]
 fn a_fast_clock_corrected_keeps_tokens_rising_across_a_reinstall() {
+    let since = shm_clock_now();
     let mut server = Server::fresh_with("clock-fast", &[], &faked("+400d"));
     server.create_database();
     let mut client = server.connect(DATABASE);
@@ -99,4 +111,6 @@ fn a_fast_clock_corrected_keeps_tokens_rising_across_a_reinstall() {
         violations,
     );
     assert_eq!(violations, 0, "before {fast:?}, after {after:?}");
+    drop(client);
+    dropped_without_leftovers(server, since);
 }
