@@ -2,7 +2,7 @@
 bare advisory lock, or the SQL a user would write by hand) at every point of every curve,
 several rounds a point, on one server of its own (a Unix socket under DIR).
 
-    bench/curves.py DIR            every point, 3 rounds of 3 s: writes docs/scaling.md and
+    bench/curves.py DIR            every point, 5 rounds of 3 s: writes docs/scaling.md and
                                    docs/scaling.png
     bench/curves.py DIR --quick    two points a curve, one round of 1 s (make test): writes
                                    DIR/scaling.md and DIR/scaling.png only
@@ -299,7 +299,7 @@ def handoff(server, kind, waiters, seconds):
 def main():
     directory = os.path.abspath(sys.argv[1])
     quick = "--quick" in sys.argv[2:]
-    rounds, seconds = (1, 1) if quick else (3, 3)
+    rounds, seconds = (1, 1) if quick else (5, 3)
     os.makedirs(directory, exist_ok=True)
     started = time.monotonic()
     server = Server(directory)
