@@ -4,7 +4,7 @@ several rounds a point, on one server of its own (a Unix socket under DIR).
 
     bench/curves.py DIR            every point, 5 rounds of 3 s: writes docs/scaling.md and
                                    docs/scaling.png
-    bench/curves.py DIR --quick    two points a curve, one round of 1 s (make test): writes
+    bench/curves.py DIR --quick    two points a curve, one round of 1 s (checks the script): writes
                                    DIR/scaling.md and DIR/scaling.png only
 
 Throughput is pgbench's tps (-M prepared); each round runs fenced_lock and its anchor one

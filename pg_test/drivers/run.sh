@@ -45,7 +45,11 @@ cargo build -q --manifest-path pg_test/drivers/rust/Cargo.toml --target-dir targ
 (cd pg_test/drivers/go && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$ROOT/go-cache" \
     go build -o "$ROOT/go/patterns" .)
 JDBC=/usr/share/java/postgresql.jar
-javac -d "$ROOT/java" -cp "$JDBC" pg_test/drivers/java/Patterns.java
+# A JVM writes its performance data to /tmp/hsperfdata_USER unless told not to, and leaves the
+# directory behind: outside the checkout.
+perf_data=/tmp/hsperfdata_$(id -un)
+perf_data_before=$([ -e "$perf_data" ] && echo yes)
+javac -J-XX:-UsePerfData -d "$ROOT/java" -cp "$JDBC" pg_test/drivers/java/Patterns.java
 
 # The database, and PgBouncer in transaction mode in front of it, on a socket of its own.
 psql "host=$host user=postgres dbname=postgres" -qX -c "DROP DATABASE IF EXISTS $DATABASE" \
@@ -73,7 +77,7 @@ DRIVERS=(
     "sqlalchemy-asyncpg|${python[*]} sqlalchemy-asyncpg|defaults"
     "node-postgres|node pg_test/drivers/node/patterns.js|named"
     "rust-postgres|target/faults/debug/fenced_lock_driver_suite|reused"
-    "jdbc|java -cp $ROOT/java:$JDBC Patterns|defaults"
+    "jdbc|java -XX:-UsePerfData -cp $ROOT/java:$JDBC Patterns|defaults"
     "pgx|$ROOT/go/patterns|defaults"
     "ruby-pg|ruby pg_test/drivers/ruby/patterns.rb|"
     "DBD::Pg|perl pg_test/drivers/perl/patterns.pl|defaults"
@@ -123,6 +127,11 @@ output=$(
         IFS='|' read -r name command control <<<"$driver"
         [ -n "$control" ] && mixed "$name" "$command" "$control" yes
     done
+    if [ -z "$perf_data_before" ] && [ -e "$perf_data" ]; then
+        echo "java: FAILED: the JVMs left $perf_data behind"
+    else
+        echo "java: ok (no performance data left in /tmp)"
+    fi
 )
 echo "$output"
 passed=$(grep -cE ': ok( |$)' <<<"$output")
@@ -130,9 +139,9 @@ failed=$(grep -c ': FAILED' <<<"$output")
 # A line per pattern: the Python drivers 14 direct and 13 pooled, node-postgres and
 # rust-postgres 13 and 12, the others 12 and 11 (lease_wait needs threads: Python only;
 # many_keys: Python, node-postgres and rust-postgres); the lease stress run; a mixed line per
-# driver and one per control.
+# driver and one per control; the JVMs' leftovers.
 controls=$(printf '%s\n' "${DRIVERS[@]}" | grep -c '|[a-z]\+$')
-expected=$((4 * (14 + 13) + 2 * (13 + 12) + 6 * (12 + 11) + 1 + ${#DRIVERS[@]} + controls))
+expected=$((4 * (14 + 13) + 2 * (13 + 12) + 6 * (12 + 11) + 1 + ${#DRIVERS[@]} + controls + 1))
 if ((passed + failed != expected)); then
     echo "drivers: expected $expected result lines, got $((passed + failed))"
     failed=$((failed + expected - passed - failed))
