@@ -9,11 +9,15 @@
 #   scripts/profile.sh [WORKLOAD ...]   (default: floor bare_lock acquire_random
 #                                        acquire_random_untracked raw_lease_cycle lease_cycle)
 # A workload is a bench/ script, or NAME=SCRIPT:OPTIONS to run SCRIPT with PGOPTIONS=OPTIONS.
+# PROFILE_HELD=N: N session locks (namespace 2001, ids 1 to N) held by another session while
+# the workloads run, as in the curves' held-locks points (then FEW and MANY 2 and 6 suit
+# view_one_key and pg_locks_one_key at 100,000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FEW=${PROFILE_FEW:-500}
 MANY=${PROFILE_MANY:-1500}
+HELD=${PROFILE_HELD:-0}
 WORKLOADS=("$@")
 ((${#WORKLOADS[@]})) || WORKLOADS=(floor bare_lock acquire_random
     acquire_random_untracked="acquire_random:-c fenced_lock.track=off" raw_lease_cycle lease_cycle)
@@ -28,15 +32,30 @@ rm -rf "$DIR"
 mkdir -p "$DIR/out"
 chown -R postgres:postgres "$DIR"
 runuser -u postgres -- "$BIN/initdb" -D "$DIR/data" -A trust >/dev/null
+# Room for the held locks: the lock table has max_locks_per_transaction entries a backend
+# (about 120 backends and workers at the defaults); the grants table one a grant.
+room=
+((HELD > 0)) && room="-c max_locks_per_transaction=$((64 + HELD / 90)) -c fenced_lock.max_grants=$((16384 + HELD))"
 runuser -u postgres -- bash -c "cd '$DIR' && exec valgrind --tool=callgrind --trace-children=yes \
     --callgrind-out-file='$DIR/out/callgrind.%p' '$BIN/postgres' -D '$DIR/data' \
     -c listen_addresses= -c unix_socket_directories='$DIR' \
-    -c shared_preload_libraries=fenced_lock -c autovacuum=off >'$DIR/server.log' 2>&1 &"
+    -c shared_preload_libraries=fenced_lock -c autovacuum=off $room >'$DIR/server.log' 2>&1 &"
 URL="host=$DIR user=postgres dbname=postgres"
 for _ in $(seq 120); do psql "$URL" -qAtX -c "SELECT 1" >/dev/null 2>&1 && break; sleep 1; done
 psql "$URL" -qX -c "CREATE EXTENSION fenced_lock" -c "SELECT register_namespace('bench', 2001)" \
     -c "CREATE TABLE bench_leases (id int PRIMARY KEY, owner text, expires_at timestamptz)" \
     >/dev/null
+if ((HELD > 0)); then
+    # Held until the server stops; the holder's file is written then, after every workload's.
+    psql "$URL" -qAtX -c "SELECT count(acquire_fenced_session(2001, g)) FROM generate_series(1, $HELD) g" \
+        -c "SELECT pg_sleep(86400)" >/dev/null 2>&1 &
+    for _ in $(seq 600); do
+        held=$(psql "$URL" -qAtX -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+        ((held >= HELD)) && break
+        sleep 2
+    done
+    ((held >= HELD)) || { echo "profile: $held of $HELD session locks held after 20 minutes" >&2; exit 1; }
+fi
 # The set-up connection's backend writes its file as it exits: not a workload's.
 sleep 3
 for file in "$DIR"/out/*; do
@@ -64,7 +83,7 @@ instructions() {
     echo "$largest"
 }
 
-printf '%-26s %14s\n' workload "instructions per transaction (callgrind, $((MANY - FEW)) transactions)"
+printf '%-26s %14s\n' workload "instructions per transaction (callgrind, $((MANY - FEW)) transactions, $HELD locks held)"
 declare -A per_transaction
 for workload in "${WORKLOADS[@]}"; do
     few=$(instructions "$workload" "$FEW")
