@@ -323,17 +323,19 @@ fn refuse_unmaintainable(lease: &LeaseTable) {
             if attribute.attisdropped {
                 continue;
             }
-            let column = name(&attribute.attname);
+            // The name is made into a string only for the refusal: this runs on every write.
+            let column = || name(&attribute.attname);
             if attribute.attgenerated != 0 {
-                refuse(format!("the generated column \"{column}\""));
+                refuse(format!("the generated column \"{}\"", column()));
             }
             if !columns.known(number) && (attribute.attnotnull || attribute.atthasdef) {
                 refuse(format!(
-                    "the column \"{column}\" with a default or NOT NULL"
+                    "the column \"{}\" with a default or NOT NULL",
+                    column()
                 ));
             }
             if columns.cleared(number) && attribute.attnotnull {
-                refuse(format!("NOT NULL on the column \"{column}\""));
+                refuse(format!("NOT NULL on the column \"{}\"", column()));
             }
         }
     }
