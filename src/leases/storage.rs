@@ -2,9 +2,10 @@
 //! its heap and indexes, as PostgreSQL writes its catalogs (no statement to plan and start per
 //! call). What this layer promises the lease functions above it:
 //!
-//! - **Shape.** The table's OID and column numbers are kept between calls and read again after
-//!   the table is opened and locked whenever the relation cache says it changed (the upgrade
-//!   adds lock_delay under running sessions; DROP and CREATE EXTENSION make a new table).
+//! - **Shape.** The table's OID, its column numbers and whether it has anything the writes
+//!   below refuse are kept between calls, and read again after the table is opened and locked
+//!   whenever the relation cache says it changed (the upgrade adds lock_delay under running
+//!   sessions; DROP and CREATE EXTENSION make a new table; another session adds a trigger).
 //! - **Reads.** A look sees what a statement run now would see (`find`), through the primary
 //!   key. No read of a row can fail: a timestamp sum past the end of time saturates to
 //!   infinity, so one row (the owner's own UPDATE, a row of an earlier version) cannot fail
@@ -52,11 +53,15 @@ const SWEEP_PAGES: u32 = 2 * SWEEP_EVERY;
 const MIN_TIMESTAMP: i64 = -211_813_488_000_000_000;
 const END_TIMESTAMP: i64 = 9_223_371_331_200_000_000;
 
-/// What a backend keeps of the lease table between calls: its OID and where its columns are.
+/// What a backend keeps of the lease table between calls: its OID, where its columns are, and
+/// whether `refuse_unmaintainable` found nothing to refuse. Whatever could change either (a
+/// column, a trigger, an index, a constraint) invalidates the table's relation cache entry,
+/// which forgets it all.
 #[derive(Clone, Copy)]
 struct Shape {
     oid: pg_sys::Oid,
     columns: Columns,
+    writable: bool,
 }
 
 thread_local! {
@@ -113,7 +118,11 @@ impl LeaseTable {
                 Some(shape) if shape.oid == oid => shape.columns,
                 _ => {
                     let columns = Columns::of(oid);
-                    SHAPE.set(Some(Shape { oid, columns }));
+                    SHAPE.set(Some(Shape {
+                        oid,
+                        columns,
+                        writable: false,
+                    }));
                     columns
                 }
             };
@@ -295,6 +304,14 @@ unsafe fn insert_index_entries(
 /// constraint, default or generated column, and checks no NOT NULL. A table that has any the
 /// writes would need is refused (55000) rather than written behind its back.
 fn refuse_unmaintainable(lease: &LeaseTable) {
+    let oid = unsafe { (*lease.heap).rd_id };
+    let this_table = |shape: &Shape| shape.oid == oid;
+    if SHAPE
+        .get()
+        .is_some_and(|shape| this_table(&shape) && shape.writable)
+    {
+        return;
+    }
     let refuse = |what: String| FencedError::LeaseTableAltered { what }.raise();
     let name = |name: &pg_sys::NameData| {
         let name = unsafe { std::ffi::CStr::from_ptr(name.data.as_ptr()) };
@@ -323,7 +340,7 @@ fn refuse_unmaintainable(lease: &LeaseTable) {
             if attribute.attisdropped {
                 continue;
             }
-            // The name is made into a string only for the refusal: this runs on every write.
+            // The name is made into a string only for the refusal.
             let column = || name(&attribute.attname);
             if attribute.attgenerated != 0 {
                 refuse(format!("the generated column \"{}\"", column()));
@@ -339,6 +356,12 @@ fn refuse_unmaintainable(lease: &LeaseTable) {
             }
         }
     }
+    // Kept only if no invalidation forgot the shape since the table was opened: the check
+    // then read what the table is now.
+    SHAPE.set(SHAPE.get().filter(this_table).map(|shape| Shape {
+        writable: true,
+        ..shape
+    }));
 }
 
 /// Where the lease table's columns are (attribute numbers, from 1): read by name, since the
