@@ -27,7 +27,7 @@ use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use storage::{
-    find, insert_row, rows_of, saturating_plus, sweep_now_and_then, unseen_row, update_row,
+    find, insert_first_lease, rows_of, saturating_plus, sweep_now_and_then, update_row,
     with_lease_table, Change, LeaseRow, LeaseTable, RowWrite, Unseen, Which,
 };
 
@@ -298,34 +298,9 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, slot: u16) 
         if !(waiting || line_is_empty(line)) || !lock_first_lease(keyed.key, slot) {
             return Seen::BUSY;
         }
-        // With that lock, nobody else writes the key's first lease through these functions;
-        // one committed after the look's snapshot is looked at again with a newer one, or
-        // under one snapshot throughout is 40001 (where INSERT ... ON CONFLICT DO NOTHING
-        // would raise it too). A row another open transaction is writing without the lock
-        // (the owner's own INSERT, a restore) is busy until it ends: no look sees it sooner.
-        // Either way the lock was for a write that does not happen: it is let go, so that it
-        // never stands in the way of the key's next first lease.
-        match unseen_row(lease, keyed.key, slot) {
-            Unseen::Nothing => {}
-            Unseen::InProgress => {
-                unlock_first_lease(keyed.key, slot);
-                return Seen::BUSY;
-            }
-            Unseen::Committed => {
-                unlock_first_lease(keyed.key, slot);
-                if transaction_snapshot() {
-                    FencedError::LeaseChangedAfterSnapshot {
-                        function,
-                        key: keyed.key,
-                    }
-                    .raise();
-                }
-                pgrx::check_for_interrupts!();
-                continue;
-            }
-        }
-        sweep_now_and_then(lease);
-        // Tokens only rise: one drawn now is above every earlier holder's, swept rows' too.
+        // With that lock, nobody else writes the key's first lease through these functions.
+        // Tokens only rise: one drawn now is above every earlier holder's, swept rows' too; a
+        // row the insertion then finds leaves it unused, as a rolled-back grant does.
         let token = tokens::next_token(fcinfo);
         let mut row = new_holder(token);
         row.extend([
@@ -337,9 +312,33 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, slot: u16) 
                 .slot
                 .map(|column| (column, i32::from(slot).into_datum())),
         );
-        insert_row(lease, &row);
-        Granted::Acquired.count(keyed.key);
-        return Seen::Granted { slot, token };
+        let unseen = match insert_first_lease(lease, (keyed.key, slot), &row) {
+            Ok(()) => {
+                sweep_now_and_then(lease);
+                Granted::Acquired.count(keyed.key);
+                return Seen::Granted { slot, token };
+            }
+            Err(unseen) => unseen,
+        };
+        // The key has a row the look did not see, so the lock was for a write that did not
+        // happen: it is let go, so that it never stands in the way of the key's next first
+        // lease. A row another open transaction is writing without the lock (the owner's own
+        // INSERT, a restore) is busy until it ends: no look sees it sooner. One committed
+        // after the look's snapshot is looked at again with a newer one, or under one snapshot
+        // throughout is 40001 (where INSERT ... ON CONFLICT DO NOTHING would raise it too).
+        // One gone since the insertion met it (its insertion taken back) is looked for again.
+        unlock_first_lease(keyed.key, slot);
+        match unseen {
+            Unseen::InProgress => return Seen::BUSY,
+            Unseen::Committed if transaction_snapshot() => FencedError::LeaseChangedAfterSnapshot {
+                function,
+                key: keyed.key,
+            }
+            .raise(),
+            Unseen::Committed | Unseen::Nothing => {
+                pgrx::check_for_interrupts!();
+            }
+        }
     }
 }
 

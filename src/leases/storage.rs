@@ -11,7 +11,9 @@
 //!   infinity, so one row (the owner's own UPDATE, a row of an earlier version) cannot fail
 //!   another key's call.
 //! - **Writes.** Only the version a look saw is written, without waiting (`update_row`:
-//!   busy, or changed after the look), and every index gets its entry. What these writes
+//!   busy, or changed after the look), and every index gets its entry. A first lease's row is
+//!   inserted as INSERT ... ON CONFLICT DO NOTHING inserts one (`insert_first_lease`): a row
+//!   of the key that the look did not see is reported, never a second row or 23505. What these writes
 //!   cannot honour is refused with 55000 before anything is written
 //!   (`refuse_unmaintainable`): triggers; indexes with expressions, predicates, exclusion or
 //!   deferred checks; CHECK constraints; stored generated columns; columns the lease functions
@@ -186,8 +188,18 @@ pub fn with_lease_table<R>(
 /// A column's new value (None: NULL), by attribute number (from 1).
 pub type Change = (i16, Option<pg_sys::Datum>);
 
-/// Inserts the row of a first lease, `changes` its columns (every other one NULL).
-pub fn insert_row(lease: &LeaseTable, changes: &[Change]) {
+/// Inserts the row of the first lease of `key`'s `slot`, `changes` its columns (every other
+/// one NULL), as INSERT ... ON CONFLICT DO NOTHING inserts one: speculatively, then its index
+/// entries, the primary key's reporting a row of the key that the look did not see (committed
+/// after its snapshot, or being written by another open transaction) instead of raising 23505
+/// or waiting for it. Then the insertion is taken back at once (no other transaction sees it
+/// or waits for it) and the row the key has instead is returned. A table without a primary key
+/// is looked at with a dirty snapshot first.
+pub fn insert_first_lease(
+    lease: &LeaseTable,
+    (key, slot): (LockKey, u16),
+    changes: &[Change],
+) -> Result<(), Unseen> {
     refuse_unmaintainable(lease);
     unsafe {
         let descriptor = (*lease.heap).rd_att;
@@ -199,8 +211,35 @@ pub fn insert_row(lease: &LeaseTable, changes: &[Change]) {
             nulls[index] = value.is_none();
         }
         let row = pg_sys::heap_form_tuple(descriptor, values.as_mut_ptr(), nulls.as_mut_ptr());
-        pg_sys::simple_heap_insert(lease.heap, row);
-        insert_index_entries(lease, row, IndexEntries::All);
+        if lease.key_index.is_null() {
+            match unseen_row(lease, key, slot) {
+                Unseen::Nothing => {}
+                unseen => return Err(unseen),
+            }
+            pg_sys::simple_heap_insert(lease.heap, row);
+            insert_index_entries(lease, row, IndexEntries::All, KeyCheck::Raise);
+            return Ok(());
+        }
+        // As heapam_tuple_insert_speculative: the token stands where the row's own position
+        // would, so that a unique check that meets the row waits for the token, not for this
+        // transaction.
+        let xid = pg_sys::GetCurrentTransactionId();
+        let token = pg_sys::SpeculativeInsertionLockAcquire(xid);
+        let position = pg_sys::SpecTokenOffsetNumber as pg_sys::OffsetNumber;
+        pgrx::itemptr::item_pointer_set_all(&mut (*(*row).t_data).t_ctid, token, position);
+        let command = pg_sys::GetCurrentCommandId(true);
+        let speculative = pg_sys::HEAP_INSERT_SPECULATIVE as std::ffi::c_int;
+        pg_sys::heap_insert(lease.heap, row, command, speculative, std::ptr::null_mut());
+        let unique = insert_index_entries(lease, row, IndexEntries::All, KeyCheck::Report);
+        match unique {
+            true => pg_sys::heap_finish_speculative(lease.heap, &raw mut (*row).t_self),
+            false => pg_sys::heap_abort_speculative(lease.heap, &raw mut (*row).t_self),
+        }
+        pg_sys::SpeculativeInsertionLockRelease(xid);
+        match unique {
+            true => Ok(()),
+            false => Err(unseen_row(lease, key, slot)),
+        }
     }
 }
 
@@ -236,7 +275,7 @@ pub fn update_row(lease: &LeaseTable, row: &LeaseRow, changes: &[Change]) -> Row
         let mut at = row.ctid;
         match compat::heap_update_no_wait(lease.heap, &mut at, new) {
             (TM_Result::TM_Ok, entries) => {
-                insert_index_entries(lease, new, entries);
+                insert_index_entries(lease, new, entries, KeyCheck::Raise);
                 RowWrite::Written
             }
             (TM_Result::TM_BeingModified | TM_Result::TM_WouldBlock, _) => RowWrite::Busy,
@@ -245,9 +284,19 @@ pub fn update_row(lease: &LeaseTable, row: &LeaseRow, changes: &[Change]) -> Row
     }
 }
 
+/// What the primary key's entry does when its key is already there.
+#[derive(Clone, Copy, PartialEq)]
+enum KeyCheck {
+    /// 23505 (after waiting for a writer still at work), as a plain INSERT or UPDATE.
+    Raise,
+    /// Reported (false), the entry added anyway: a speculative insertion is taken back then.
+    Report,
+}
+
 /// Adds `tuple`, just written to the heap, to the table's indexes that `entries` names, as
 /// PostgreSQL adds a catalog row to its catalog's indexes (CatalogIndexInsert): a unique index
-/// checks uniqueness.
+/// checks uniqueness, the primary key's as `key_check` says. False when the primary key's
+/// reported its key already there.
 ///
 /// # Safety
 /// `tuple` must be a row version of the lease table, written by this transaction.
@@ -255,10 +304,12 @@ unsafe fn insert_index_entries(
     lease: &LeaseTable,
     tuple: pg_sys::HeapTuple,
     entries: IndexEntries,
-) {
+    key_check: KeyCheck,
+) -> bool {
     if entries == IndexEntries::None {
-        return;
+        return true;
     }
+    let mut unique = true;
     unsafe {
         let slot = pg_sys::MakeSingleTupleTableSlot(
             (*lease.heap).rd_att,
@@ -280,11 +331,13 @@ unsafe fn insert_index_entries(
                 values.as_mut_ptr(),
                 nulls.as_mut_ptr(),
             );
+            let reports = index == lease.key_index && key_check == KeyCheck::Report;
             let check = match (*(*index).rd_index).indisunique {
+                true if reports => pg_sys::IndexUniqueCheck::UNIQUE_CHECK_PARTIAL,
                 true => pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES,
                 false => pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO,
             };
-            pg_sys::index_insert(
+            let inserted_unique = pg_sys::index_insert(
                 index,
                 values.as_mut_ptr(),
                 nulls.as_mut_ptr(),
@@ -294,9 +347,11 @@ unsafe fn insert_index_entries(
                 false,
                 info,
             );
+            unique &= !reports || inserted_unique;
         }
         pg_sys::ExecDropSingleTupleTableSlot(slot);
     }
+    unique
 }
 
 /// The rows are written as PostgreSQL writes its catalogs (the heap, then each index; HOT
@@ -628,7 +683,7 @@ pub enum Unseen {
 
 /// The key's row that a look, which found none, did not see: a dirty snapshot's view, as the
 /// unique index's own check has it.
-pub fn unseen_row(lease: &LeaseTable, key: LockKey, slot: u16) -> Unseen {
+fn unseen_row(lease: &LeaseTable, key: LockKey, slot: u16) -> Unseen {
     unsafe {
         let mut dirty = dirty_snapshot();
         let dirty: pg_sys::Snapshot = &mut dirty;
