@@ -13,8 +13,8 @@
 //! - **Writes.** Only the version a look saw is written, without waiting (`update_row`:
 //!   busy, or changed after the look), and every index gets its entry. A first lease's row is
 //!   inserted as INSERT ... ON CONFLICT DO NOTHING inserts one (`insert_first_lease`): a row
-//!   of the key that the look did not see is reported, never a second row or 23505. What these writes
-//!   cannot honour is refused with 55000 before anything is written
+//!   of the key that the look did not see is reported, never a second row or 23505. What
+//!   these writes cannot honour is refused with 55000 before anything is written
 //!   (`refuse_unmaintainable`): triggers; indexes with expressions, predicates, exclusion or
 //!   deferred checks; CHECK constraints; stored generated columns; columns the lease functions
 //!   do not know that have a default or NOT NULL; NOT NULL on a column a release clears.
