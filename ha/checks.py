@@ -11,7 +11,11 @@ from workload import ROWS
 # The checker's kinds that mean harm at the resource, or a token the lock server issued twice.
 HARMFUL = ("stale_write_accepted", "token_of_two_holders", "lost_update")
 # Faults that leave the old primary's last WAL unreplicated (by construction) or two writable
-# primaries: where a control without the failover skip repeats tokens, and must show harm.
+# primaries: where a control without the failover skip repeats tokens. Whether a repeated
+# token also reaches the resource twice depends on which rows its two holders write (at a
+# frozen Patroni the deposed primary's later tokens are higher, so the resource may refuse
+# every repeat), so a control must fail fenced_lock's checks at each such fault, and show harm
+# at the resource at one of them at least.
 CONTROLLED = {"lagging replica", "frozen patroni"}
 
 
@@ -158,8 +162,9 @@ def analyse(report, mode, fault, trial, resource, died):
         return
     if mode.control == "harm":
         if fault["kind"] in CONTROLLED:
-            report.check(f"{label}: the control shows harm at the resource (a stale write "
-                         f"accepted, one token from two holders, a lost update)", harm > 0,
+            report.check(f"{label}: the control fails fenced_lock's checks (harm at the "
+                         f"resource or a token granted twice)",
+                         harm > 0 or kinds.get("token_repeated"),
                          f"checker: {kinds}, {f['reissued']} tokens issued again")
         return
     report.check(f"{label}: nothing harmful reached the resource", harm == 0 and not (
@@ -189,3 +194,13 @@ def analyse(report, mode, fault, trial, resource, died):
                  f"healthy", f["live_clients"] > 0 and (f["live_haproxy"] > 0 or not haproxy)
                  and f["live_lease"] > 0, f"{f['live_clients']} client writes ("
                  f"{f['live_haproxy']} through HAProxy), {f['live_lease']} lease writes accepted")
+
+
+def control_harmed(report):
+    """A control's check over its faults: harm at the resource at one of them at least (the
+    checker sees a repeated token reach the resource, not only the lock server)."""
+    harmed = [f for f in report.trials if f["kind"] in CONTROLLED
+              and sum(f["violations"].get(kind, 0) for kind in HARMFUL)]
+    report.check("the control shows harm at the resource (a stale write accepted, one token "
+                 "from two holders, a lost update) at one of its faults at least", harmed,
+                 f"harm at {len(harmed)} of {len(report.trials)} faults")

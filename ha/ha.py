@@ -17,7 +17,7 @@ import time
 import psycopg2
 
 from autofailover import FAULTS as AUTO_FAILOVER_FAULTS, AutoFailoverCluster
-from checks import Report, analyse
+from checks import Report, analyse, control_harmed
 from cluster import PATRONI_TTL, Cluster, Processes, log
 from counters import Counters, commits
 from faults import run_fault
@@ -110,6 +110,8 @@ def run_mode(directory, resource, mode, first_trial):
                 trial.stop()
                 break
             analyse(report, mode, fault, trial, resource, trial.stop())
+        if mode.control == "harm":
+            control_harmed(report)
         if mode.synchronous and mode.control is None and mode.dcs == "etcd":
             number += 1
             discarded_timeline(report, processes, directory, number, cluster, resource)

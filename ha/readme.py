@@ -80,10 +80,12 @@ def paragraph(report):
     for name, m in found.items():
         if "control" in name:
             events = [harmful(row["checker"], HARM) for row in m["rows"]]
+            repeated = [harmful(row["checker"], ("token_repeated",)) for row in m["rows"]]
             text.append(f"The {name}: harm at the resource (a stale write accepted, one token "
                         f"accepted from two holders, a lost update) at "
                         f"{sum(n > 0 for n in events)} of {len(events)} faults, "
-                        f"{span(events)} events a fault.")
+                        f"{span(events)} events a fault; tokens granted twice at "
+                        f"{sum(n > 0 for n in repeated)} of {len(repeated)}.")
         elif "token_block" in name:
             text.append(f"With `token_block = 1` alone: "
                         f"{sum(harmful(row['checker']) for row in m['rows'])} harmful events "
