@@ -1,7 +1,7 @@
--- Table-backed leases (src/leases/): one row per key (and permit slot) ever leased; owner NULL
--- once released.
--- Rows are kept so that a new holder's token, drawn under the row's lock, is always above the
--- last holder's. holder is the role that acquired (only it, or its members, renew and release).
+-- Table-backed leases (src/leases/): one row per key (and permit slot) held, or expired and not
+-- yet taken over or swept; a release deletes its row (before 0.4.0 it set owner NULL). Tokens
+-- come from the one sequence, so a key's next holder gets a larger token whatever its row.
+-- holder is the role that acquired (only it, or its members, renew and release).
 CREATE TABLE fenced_lease_state (
     ns int4 NOT NULL,
     id int4 NOT NULL,

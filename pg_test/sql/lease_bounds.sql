@@ -55,7 +55,7 @@ SELECT release_lease(9, 9, (SELECT token FROM fenced_lease_state WHERE ns = 9 AN
 -- Item 4: what a DBA adds to the table that the direct writes would not honour is refused
 -- (55000) when a call would write, and nothing is written: a column with a default or NOT
 -- NULL that the lease functions do not know, a CHECK constraint, a stored generated column,
--- NOT NULL on a column a release clears.
+-- NOT NULL on the key's text, which a key given by numbers leaves NULL.
 ALTER TABLE fenced_lease_state ADD COLUMN note text NOT NULL DEFAULT 'none';
 SELECT acquire_lease(9, 20, 'o', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
@@ -77,10 +77,19 @@ SELECT acquire_lease(9, 20, 'o', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 ALTER TABLE fenced_lease_state DROP COLUMN owner_length;
 BEGIN;
+UPDATE fenced_lease_state SET key = id::text WHERE key IS NULL;
+ALTER TABLE fenced_lease_state ALTER COLUMN key SET NOT NULL;
+SELECT acquire_lease(9, 20, 'o', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+-- NOT NULL on the owner is not refused: a release deletes its row (0.4.0), and no write leaves
+-- an owner NULL.
+BEGIN;
 DELETE FROM fenced_lease_state WHERE owner IS NULL;
 ALTER TABLE fenced_lease_state ALTER COLUMN owner SET NOT NULL;
-SELECT release_lease(9, 10, (SELECT token FROM fenced_lease_state WHERE ns = 9 AND id = 10));
-\echo :LAST_ERROR_SQLSTATE
+SELECT release_lease(9, 10, (SELECT token FROM fenced_lease_state WHERE ns = 9 AND id = 10))
+       AS released_with_owner_not_null;
+SELECT count(*) AS row_deleted_by_the_release FROM fenced_lease_state WHERE ns = 9 AND id = 10;
 ROLLBACK;
 SELECT count(*) AS nothing_written FROM fenced_lease_state WHERE ns = 9 AND id = 20;
 -- A nullable column without a default is stored NULL, as an INSERT would store it: allowed.

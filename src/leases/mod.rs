@@ -28,7 +28,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use storage::{
     find, insert_first_lease, rows_of, saturating_plus, sweep_now_and_then, update_row,
-    with_lease_table, Change, LeaseRow, LeaseTable, RowWrite, Unseen, Which,
+    with_lease_table, Change, LeaseRow, LeaseTable, Rewrite, RowWrite, Unseen, Which,
 };
 
 /// A waiting acquire looks again at least this often (ms) even when preloaded: a release
@@ -259,7 +259,7 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, slot: u16) 
             // Still held by this owner: the same token, the TTL extended.
             if this_owners(row) && row.expires_at.is_some_and(|at| at > now) {
                 return Some((
-                    renewal(columns, ttl, delay).0,
+                    Rewrite::Set(renewal(columns, ttl, delay).0),
                     (row.token, Granted::Renewed),
                 ));
             }
@@ -278,7 +278,7 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, slot: u16) 
             };
             takeable.then(|| {
                 let token = tokens::next_token(fcinfo);
-                (new_holder(token), (token, granted))
+                (Rewrite::Set(new_holder(token)), (token, granted))
             })
         };
         match write_found(lease, function, keyed.key, Which::Slot(slot), granted) {
@@ -367,7 +367,7 @@ fn write_held<T>(
     lease: &LeaseTable,
     function: &'static str,
     (key, token, role): (LockKey, i64, pg_sys::Oid),
-    mut change: impl FnMut() -> (Vec<Change>, T),
+    mut change: impl FnMut() -> (Rewrite, T),
 ) -> Option<T> {
     let held = |row: &LeaseRow| row.token == token && row.owner.is_some() && row.held_for(role);
     let which = Which::Token(token);
@@ -402,16 +402,16 @@ fn write_found<T>(
     function: &'static str,
     key: LockKey,
     which: Which,
-    mut change: impl FnMut(&LeaseRow) -> Option<(Vec<Change>, T)>,
+    mut change: impl FnMut(&LeaseRow) -> Option<(Rewrite, T)>,
 ) -> Found<T> {
     loop {
         let Some(row) = find(lease, key, which) else {
             return Found::Absent;
         };
-        let Some((changes, result)) = change(&row) else {
+        let Some((rewrite, result)) = change(&row) else {
             return Found::Refused(row);
         };
-        match update_row(lease, &row, &changes) {
+        match update_row(lease, &row, &rewrite) {
             RowWrite::Written => return Found::Written(result),
             RowWrite::Busy => return Found::Busy,
             RowWrite::Changed if transaction_snapshot() => {
@@ -742,7 +742,8 @@ key_forms! {
             let (ttl, delay) = (ttl.into_datum(), lock_delay().into_datum());
             let held = (keyed.key, token, role);
             let expires_at = write_held(lease, function, held, || {
-                renewal(&lease.columns, ttl, delay)
+                let (changes, expires_at) = renewal(&lease.columns, ttl, delay);
+                (Rewrite::Set(changes), expires_at)
             })?;
             stats::one(keyed.key, Count::LeasesRenewed);
             unsafe { TimestampWithTimeZone::from_datum(expires_at.into(), false) }
@@ -762,11 +763,10 @@ key_forms! {
         let token = required(token, function, "token").or_raise();
         refuse_read_only(function);
         refuse_in_parallel_mode(function);
+        // The row goes: the key's next holder inserts its own, as a first lease does, and
+        // no released row waits for the sweep.
         let released = with_lease_table(fcinfo, |lease, role| {
-            let released = lease.columns.released();
-            write_held(lease, function, (keyed.key, token, role), || {
-                (released.map(|column| (column, None)).to_vec(), ())
-            })
+            write_held(lease, function, (keyed.key, token, role), || (Rewrite::Delete, ()))
         })
         .is_some();
         if released {

@@ -17,8 +17,9 @@
 //!   these writes cannot honour is refused with 55000 before anything is written
 //!   (`refuse_unmaintainable`): triggers; indexes with expressions, predicates, exclusion or
 //!   deferred checks; CHECK constraints; stored generated columns; columns the lease functions
-//!   do not know that have a default or NOT NULL; NOT NULL on a column a release clears.
-//! - **The sweep.** Released and long-expired rows are deleted as a transaction that took a
+//!   do not know that have a default or NOT NULL; NOT NULL on the key's text.
+//! - **The sweep.** A release deletes its row; long-expired rows (and released ones, owner
+//!   NULL, that releases before 0.4.0 left) are deleted as a transaction that took a
 //!   first lease commits (never in one that is prepared), so no open transaction holds them
 //!   and no other session's call waits on the outcome; the sweep reads without an MVCC
 //!   snapshot (no SSI predicate lock) and deletes only committed rows no transaction is
@@ -34,8 +35,9 @@ use pgrx::prelude::*;
 
 const LEASE_TABLE: &std::ffi::CStr = c"fenced_lease_state";
 
-/// Released leases, and leases available to others for longer than this (an hour, in
-/// microseconds), are deleted by the sweep, so that the table does not grow without bound.
+/// Leases available to others for longer than this (an hour, in microseconds), and rows of
+/// releases before 0.4.0 (owner NULL), are deleted by the sweep, so that the table does not
+/// grow without bound.
 const RETENTION_US: i64 = 3_600_000_000;
 
 /// Every SWEEP_EVERY-th first lease of a key in a backend sweeps SWEEP_PAGES table pages for
@@ -243,6 +245,14 @@ pub fn insert_first_lease(
     }
 }
 
+/// What a write makes of the version a look saw: its columns changed, or the row deleted (a
+/// release: the row a key no longer needs goes at once, with no index entry to add, instead of
+/// waiting as a released row for the sweep).
+pub enum Rewrite {
+    Set(Vec<Change>),
+    Delete,
+}
+
 /// What `update_row` found at the version it was given.
 pub enum RowWrite {
     Written,
@@ -253,11 +263,22 @@ pub enum RowWrite {
     Changed,
 }
 
-/// Writes `changes` into `row`, the version its look saw, and only that version, without
+/// Writes `rewrite` to `row`, the version its look saw, and only that version, without
 /// waiting: a newer version (a takeover committed meanwhile) is not followed, and nothing is
 /// locked unless written.
-pub fn update_row(lease: &LeaseTable, row: &LeaseRow, changes: &[Change]) -> RowWrite {
+pub fn update_row(lease: &LeaseTable, row: &LeaseRow, rewrite: &Rewrite) -> RowWrite {
     refuse_unmaintainable(lease);
+    let changes = match rewrite {
+        Rewrite::Set(changes) => changes,
+        Rewrite::Delete => {
+            let mut at = row.ctid;
+            return match unsafe { delete_version(lease.heap, &mut at) } {
+                TM_Result::TM_Ok => RowWrite::Written,
+                TM_Result::TM_BeingModified | TM_Result::TM_WouldBlock => RowWrite::Busy,
+                _ => RowWrite::Changed,
+            };
+        }
+    };
     unsafe {
         let mut columns: Vec<i32> = changes.iter().map(|&(column, _)| column.into()).collect();
         let mut values: Vec<pg_sys::Datum> = (changes.iter())
@@ -281,6 +302,23 @@ pub fn update_row(lease: &LeaseTable, row: &LeaseRow, changes: &[Change]) -> Row
             (TM_Result::TM_BeingModified | TM_Result::TM_WouldBlock, _) => RowWrite::Busy,
             _ => RowWrite::Changed,
         }
+    }
+}
+
+/// Deletes the row version at `at`, and only that version, without waiting: what heap_delete
+/// found there (TM_Ok when deleted).
+///
+/// # Safety
+/// `heap` must be the open lease table, locked as for a write, and `at` a version of its rows.
+unsafe fn delete_version(
+    heap: pg_sys::Relation,
+    at: &mut pg_sys::ItemPointerData,
+) -> TM_Result::Type {
+    unsafe {
+        let cid = pg_sys::GetCurrentCommandId(true);
+        let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
+        let crosscheck = std::ptr::null_mut();
+        pg_sys::heap_delete(heap, at, cid, crosscheck, false, &mut failure, false)
     }
 }
 
@@ -406,7 +444,9 @@ fn refuse_unmaintainable(lease: &LeaseTable) {
                     column()
                 ));
             }
-            if columns.cleared(number) && attribute.attnotnull {
+            // The one column a write leaves NULL: the key's text, for a key given by numbers
+            // (a release deletes its row).
+            if number == columns.key && attribute.attnotnull {
                 refuse(format!("NOT NULL on the column \"{}\"", column()));
             }
         }
@@ -458,21 +498,19 @@ impl Columns {
         }
     }
 
-    /// The columns a release sets NULL (the key's text is NULL for a key given by numbers).
-    pub fn released(&self) -> [i16; 4] {
-        [self.owner, self.holder, self.renewed_at, self.expires_at]
-    }
-
-    fn cleared(&self, number: i16) -> bool {
-        number == self.key || self.released().contains(&number)
-    }
-
     fn known(&self, number: i16) -> bool {
-        let always = [self.ns, self.id, self.token, self.acquired_at];
-        always.contains(&number)
-            || self.cleared(number)
-            || self.lock_delay == Some(number)
-            || self.slot == Some(number)
+        let always = [
+            self.ns,
+            self.id,
+            self.key,
+            self.owner,
+            self.holder,
+            self.token,
+            self.acquired_at,
+            self.renewed_at,
+            self.expires_at,
+        ];
+        always.contains(&number) || self.lock_delay == Some(number) || self.slot == Some(number)
     }
 }
 
@@ -826,13 +864,13 @@ unsafe extern "C-unwind" fn on_transaction_end(
     }
 }
 
-/// Deletes the released and long-expired (RETENTION_US) leases on the next SWEEP_PAGES pages
-/// of `table`, as the transaction that counted the sweep commits: the deleted rows are held by
-/// no open transaction, so no other session's call waits on them. The rows are read with a
-/// dirty snapshot (no MVCC snapshot, so no SSI predicate lock on rows the caller never
-/// looked at), and only committed rows that no other transaction is changing are deleted,
-/// each as seen while its page is pinned, without waiting. A table whose lock is not free at
-/// once is left for later.
+/// Deletes the released (owner NULL) and long-expired (RETENTION_US) leases on the next
+/// SWEEP_PAGES pages of `table`, as the transaction that counted the sweep commits: the
+/// deleted rows are held by no open transaction, so no other session's call waits on them.
+/// The rows are read with a dirty snapshot (no MVCC snapshot, so no SSI predicate lock on rows
+/// the caller never looked at), and only committed rows that no other transaction is changing
+/// are deleted, each as seen while its page is pinned, without waiting. A table whose lock is
+/// not free at once is left for later.
 fn sweep(table: pg_sys::Oid) {
     let Some(lease) = LeaseTable::open(table, false) else {
         return;
@@ -868,7 +906,6 @@ fn sweep(table: pg_sys::Oid) {
                 flags,
             );
             pg_sys::heap_setscanlimits(scan, start, SWEEP_PAGES.min(pages - start));
-            let cid = pg_sys::GetCurrentCommandId(true);
             let mut row = Deformed::new(&lease);
             loop {
                 let tuple = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
@@ -888,17 +925,7 @@ fn sweep(table: pg_sys::Oid) {
                 // before the delete came ("attempted to delete invisible tuple").
                 if settled && retired(row.deform(&lease, tuple)) {
                     let mut ctid = (*tuple).t_self;
-                    let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
-                    let crosscheck = std::ptr::null_mut();
-                    pg_sys::heap_delete(
-                        heap,
-                        &mut ctid,
-                        cid,
-                        crosscheck,
-                        false,
-                        &mut failure,
-                        false,
-                    );
+                    delete_version(heap, &mut ctid);
                     deleted += 1;
                 }
             }

@@ -96,8 +96,10 @@ def timestamp(text):
 
 
 def lease_history(changes):
-    """(id, owner, token, acquired_at, expires_at, changed_at) of every insert and update of
-    namespace NS's leases, in commit order; changed_at is the change's commit time."""
+    """(id, owner, token, acquired_at, expires_at, changed_at) of every insert, update and
+    delete of namespace NS's leases, in commit order; changed_at is the change's commit time.
+    A delete is a release (0.4.0's release deletes the row; test_decoding shows its key only):
+    owner None, as a release before it wrote."""
     history, pending = [], []
     field = re.compile(r"(\w+)\[[^\]]*\]:('(?:[^']|'')*'|\S+)")
     for (line,) in changes:
@@ -106,12 +108,15 @@ def lease_history(changes):
             history.extend(change + (timestamp(committed.group(1)),) for change in pending)
             pending = []
             continue
-        written = re.match(r"table \S*fenced_lease_state: (INSERT|UPDATE): (.*)$", line)
+        written = re.match(r"table \S*fenced_lease_state: (INSERT|UPDATE|DELETE): (.*)$", line)
         if not written:
             continue
         row = {name: None if value == "null" else value.strip("'").replace("''", "'")
                for name, value in field.findall(written.group(2))}
         if int(row["ns"]) != NS:
+            continue
+        if written.group(1) == "DELETE":
+            pending.append((int(row["id"]), None, None, None, None))
             continue
         pending.append((int(row["id"]), row["owner"], int(row["token"]),
                         row["acquired_at"] and timestamp(row["acquired_at"]),
