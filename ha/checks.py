@@ -19,6 +19,11 @@ HARMFUL = ("stale_write_accepted", "token_of_two_holders", "lost_update")
 CONTROLLED = {"lagging replica", "frozen patroni"}
 
 
+def harm_of(kinds):
+    """How many of the checker's findings (`kinds`, by kind) are harm at the resource."""
+    return sum(kinds.get(kind, 0) for kind in HARMFUL)
+
+
 class Report:
     def __init__(self, mode):
         self.mode, self.checks, self.trials = mode, [], []
@@ -155,7 +160,7 @@ def analyse(report, mode, fault, trial, resource, died):
     report.check(f"{label}: the checker read the history", summary is not None,
                  "" if summary else "unreadable")
     report.check(f"{label}: no worker died", not died, f"died: {died}")
-    harm = sum(kinds.get(kind, 0) for kind in HARMFUL)
+    harm = harm_of(kinds)
     if mode.control == "measure":
         report.check(f"{label}: nothing harmful reached the resource", harm == 0,
                      f"checker: {kinds}")
@@ -199,8 +204,7 @@ def analyse(report, mode, fault, trial, resource, died):
 def control_harmed(report):
     """A control's check over its faults: harm at the resource at one of them at least (the
     checker sees a repeated token reach the resource, not only the lock server)."""
-    harmed = [f for f in report.trials if f["kind"] in CONTROLLED
-              and sum(f["violations"].get(kind, 0) for kind in HARMFUL)]
+    harmed = [f for f in report.trials if f["kind"] in CONTROLLED and harm_of(f["violations"])]
     report.check("the control shows harm at the resource (a stale write accepted, one token "
                  "from two holders, a lost update) at one of its faults at least", harmed,
                  f"harm at {len(harmed)} of {len(report.trials)} faults")
