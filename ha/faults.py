@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 import time
+import types
 
 import psycopg2
 
@@ -81,8 +82,8 @@ def lose_node_fault(cluster, leader, control):
 
 
 # How long a frozen Patroni stays frozen after a replica was promoted: two writable primaries
-# for several of Patroni's ttl. In a control, that time begins once the old primary's token
-# sequence has passed where the promoted one's began (its tokens then repeat the new
+# for several of Patroni's ttl. In a control, that time begins once the old primary has handed
+# out a token above where the promoted one's sequence began (its tokens then repeat the new
 # primary's; the rest of the application draws tokens until then, at most CONTROL_FROZEN_S).
 FROZEN_AFTER_PROMOTION_S = 2 * PATRONI_TTL
 CONTROL_FROZEN_S = 60
@@ -99,9 +100,9 @@ def freeze_patroni(cluster, leader, control):
         promoted = new_leader(cluster, leader, timeout=PATRONI_TTL * 6)
         if control:
             began = sequence_position(promoted)
-            with rest_of_application(leader):
+            with rest_of_application(leader) as drawn:
                 wait_for("the old primary's tokens past the promoted one's first", lambda: (
-                    sequence_position(leader) > began), CONTROL_FROZEN_S, interval=0.05)
+                    drawn.highest > began), CONTROL_FROZEN_S, interval=0.05)
         time.sleep(FROZEN_AFTER_PROMOTION_S)
     finally:
         for pid in reversed(pids):
@@ -123,18 +124,22 @@ def cut_from_dcs(cluster, leader, control):
 
 def lagging_failover(cluster, leader, control):
     """Asynchronous mode: the replicas lose their link to the primary (its replication proxy
-    is cut) while it goes on handing out tokens, until its token sequence has moved past the
-    replicas' (the rest of the application draws tokens until then), so that the tokens its
-    clients get next are in WAL no replica has; then the node is lost. Patroni promotes a
+    is cut) while it goes on handing out tokens, until it has handed out one above the replicas'
+    token sequence (the rest of the application draws tokens until then), so that the tokens
+    its clients get next are in WAL no replica has; then the node is lost. (The sequence's own
+    position is no measure: the allocator reserves the next block at the middle of the
+    current one, so the primary's sequence passes the replicas' while the tokens it hands out
+    are still below it, and a promoted replica without the failover skip may then repeat
+    none.) Patroni promotes a
     replica within maximum_lag_on_failover; the old primary is rewound when it comes back."""
     leader.replication_proxy.cut()
     try:
         # What was shipped before the cut is replayed by now.
         time.sleep(0.5)
         replicas = max(sequence_position(node) for node in cluster.nodes if node is not leader)
-        with rest_of_application(leader):
-            wait_for("the primary's token sequence to move past the replicas",
-                     lambda: sequence_position(leader) > replicas, 60, interval=0.05)
+        with rest_of_application(leader) as drawn:
+            wait_for("the primary's tokens to move past the replicas' sequence",
+                     lambda: drawn.highest > replicas, 60, interval=0.05)
         # The clients' tokens from beyond the replicas' position reach the resource.
         time.sleep(1)
         lose_node(cluster, leader)
@@ -147,8 +152,10 @@ def lagging_failover(cluster, leader, control):
 def rest_of_application(node):
     """The rest of an application drawing tokens on `node` as fast as it can (other keys of
     a namespace of its own, 40 a transaction), so that the token sequence moves within a
-    fault's window: the shared allocator reserves token_block tokens a step."""
+    fault's window: the shared allocator reserves token_block tokens a step. Yields what it
+    drew: `highest`, the largest token it was granted (0 before its first)."""
     stopped = threading.Event()
+    drawn = types.SimpleNamespace(highest=0)
 
     def draw():
         while not stopped.is_set():
@@ -157,16 +164,18 @@ def rest_of_application(node):
                                         options="-c statement_timeout=3000")
                 with contextlib.closing(conn), conn.cursor() as cursor:
                     while not stopped.is_set():
-                        cursor.execute("SELECT count(acquire_fenced(7003, key)) "
+                        cursor.execute("SELECT max(acquire_fenced(7003, key)) "
                                        "FROM generate_series(1, 40) key")
+                        highest = cursor.fetchone()[0]
                         conn.commit()
+                        drawn.highest = max(drawn.highest, highest)
             except psycopg2.Error:
                 time.sleep(0.1)
 
     thread = threading.Thread(target=draw, daemon=True)
     thread.start()
     try:
-        yield
+        yield drawn
     finally:
         stopped.set()
         thread.join(timeout=10)
