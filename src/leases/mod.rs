@@ -27,8 +27,8 @@ use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use storage::{
-    find, insert_first_lease, rows_of, saturating_plus, sweep_now_and_then, with_lease_table,
-    write_row, Change, LeaseRow, LeaseTable, Rewrite, RowWrite, Unseen, Which,
+    find, insert_first_lease, rows_of, saturating_plus, sweep_now_and_then, update_row,
+    with_lease_table, Change, LeaseRow, LeaseTable, Rewrite, RowWrite, Unseen, Which,
 };
 
 /// A waiting acquire looks again at least this often (ms) even when preloaded: a release
@@ -393,7 +393,7 @@ enum Found<T> {
 }
 
 /// Finds the row of `key` that `which` names and writes what `change` makes of it as seen
-/// (`write_row`: that version only, without waiting), so that a caller that only looks never
+/// (`update_row`: that version only, without waiting), so that a caller that only looks never
 /// stands in the holder's way. A row changed after the look's snapshot is looked at again with
 /// a newer one, unless the transaction reads one snapshot throughout: then 40001 (a look again
 /// would see the same row).
@@ -411,7 +411,7 @@ fn write_found<T>(
         let Some((rewrite, result)) = change(&row) else {
             return Found::Refused(row);
         };
-        match write_row(lease, &row, &rewrite) {
+        match update_row(lease, &row, &rewrite) {
             RowWrite::Written => return Found::Written(result),
             RowWrite::Busy => return Found::Busy,
             RowWrite::Changed if transaction_snapshot() => {

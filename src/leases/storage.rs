@@ -10,7 +10,7 @@
 //!   key. No read of a row can fail: a timestamp sum past the end of time saturates to
 //!   infinity, so one row (the owner's own UPDATE, a row of an earlier version) cannot fail
 //!   another key's call.
-//! - **Writes.** Only the version a look saw is written, without waiting (`write_row`:
+//! - **Writes.** Only the version a look saw is written, without waiting (`update_row`:
 //!   busy, or changed after the look), and every index gets its entry. A first lease's row is
 //!   inserted as INSERT ... ON CONFLICT DO NOTHING inserts one (`insert_first_lease`): a row
 //!   of the key that the look did not see is reported, never a second row or 23505. What
@@ -95,7 +95,7 @@ unsafe extern "C-unwind" fn on_relcache_invalidation(_arg: pg_sys::Datum, relid:
 /// written to the heap and every index directly: no statement runs.
 pub struct LeaseTable {
     heap: pg_sys::Relation,
-    /// Every index of the table, open for `insert_row` and `write_row`.
+    /// Every index of the table, open for `insert_row` and `update_row`.
     indexes: pg_sys::CatalogIndexState,
     /// The primary key's index, among `indexes`; null without one (then a table scan finds a
     /// key's row).
@@ -253,7 +253,7 @@ pub enum Rewrite {
     Delete,
 }
 
-/// What `write_row` found at the version it was given.
+/// What `update_row` found at the version it was given.
 pub enum RowWrite {
     Written,
     /// Another open transaction has locked or is changing the row.
@@ -266,31 +266,19 @@ pub enum RowWrite {
 /// Writes `rewrite` to `row`, the version its look saw, and only that version, without
 /// waiting: a newer version (a takeover committed meanwhile) is not followed, and nothing is
 /// locked unless written.
-pub fn write_row(lease: &LeaseTable, row: &LeaseRow, rewrite: &Rewrite) -> RowWrite {
+pub fn update_row(lease: &LeaseTable, row: &LeaseRow, rewrite: &Rewrite) -> RowWrite {
     refuse_unmaintainable(lease);
-    let mut at = row.ctid;
-    let found = match rewrite {
-        Rewrite::Set(changes) => unsafe { update_version(lease, row, &mut at, changes) },
-        Rewrite::Delete => unsafe { delete_version(lease.heap, &mut at) },
+    let changes = match rewrite {
+        Rewrite::Set(changes) => changes,
+        Rewrite::Delete => {
+            let mut at = row.ctid;
+            return match unsafe { delete_version(lease.heap, &mut at) } {
+                TM_Result::TM_Ok => RowWrite::Written,
+                TM_Result::TM_BeingModified | TM_Result::TM_WouldBlock => RowWrite::Busy,
+                _ => RowWrite::Changed,
+            };
+        }
     };
-    match found {
-        TM_Result::TM_Ok => RowWrite::Written,
-        TM_Result::TM_BeingModified | TM_Result::TM_WouldBlock => RowWrite::Busy,
-        _ => RowWrite::Changed,
-    }
-}
-
-/// Writes `changes` to the row version at `at` (`row`'s), and only that version, without
-/// waiting, with its index entries when written: what heap_update found there.
-///
-/// # Safety
-/// As for `delete_version`; `row` is the version at `at`.
-unsafe fn update_version(
-    lease: &LeaseTable,
-    row: &LeaseRow,
-    at: &mut pg_sys::ItemPointerData,
-    changes: &[Change],
-) -> TM_Result::Type {
     unsafe {
         let mut columns: Vec<i32> = changes.iter().map(|&(column, _)| column.into()).collect();
         let mut values: Vec<pg_sys::Datum> = (changes.iter())
@@ -305,11 +293,15 @@ unsafe fn update_version(
             values.as_mut_ptr(),
             nulls.as_mut_ptr(),
         );
-        let (found, entries) = compat::heap_update_no_wait(lease.heap, at, new);
-        if found == TM_Result::TM_Ok {
-            insert_index_entries(lease, new, entries, KeyCheck::Raise);
+        let mut at = row.ctid;
+        match compat::heap_update_no_wait(lease.heap, &mut at, new) {
+            (TM_Result::TM_Ok, entries) => {
+                insert_index_entries(lease, new, entries, KeyCheck::Raise);
+                RowWrite::Written
+            }
+            (TM_Result::TM_BeingModified | TM_Result::TM_WouldBlock, _) => RowWrite::Busy,
+            _ => RowWrite::Changed,
         }
-        found
     }
 }
 
@@ -525,7 +517,7 @@ impl Columns {
 /// A lease's row, as a statement run now would see it.
 pub struct LeaseRow {
     ctid: pg_sys::ItemPointerData,
-    /// A copy of the row version, for `write_row`.
+    /// A copy of the row version, for `update_row`.
     tuple: pg_sys::HeapTuple,
     /// The permit's slot; 0 for the key's lease itself.
     pub slot: u16,
