@@ -4,7 +4,8 @@
 # build/pgrx-home, the user's ~/.pgrx is left as it was (absent or not), and after one clone
 # is deleted the other still builds and passes its PostgreSQL 16 suites. The clones get a copy
 # of this checkout's wheels and tools, to skip downloads and compiles this test is not about.
-# Prints "pgrx home: N passed, M failed".
+# Those suites are make test's PostgreSQL 16 suites: their summary lines ("regress (pg16): N
+# passed, M failed") are printed as they come. Then "pgrx home: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SUITE="pgrx home" OUT=$PWD/build/pgrx-home-test
@@ -29,8 +30,9 @@ done
 check "the user's ~/.pgrx is as it was" "$(users_pgrx)" "$before"
 
 rm -rf "$ROOT/a"
-(cd "$ROOT/b" && env -u PGRX_HOME make -s test PG=16) >"$ROOT/test-b.log" 2>&1
-status=$?
+(cd "$ROOT/b" && env -u PGRX_HOME make -s test PG=16) 2>&1 | tee "$ROOT/test-b.log" |
+    grep --line-buffered -E '^[a-z][a-z0-9_ ()]*: [0-9]+ passed, [0-9]+ failed$'
+status=${PIPESTATUS[0]}
 if ((status == 0)) && tail -1 "$ROOT/test-b.log" | grep -qE '^[1-9][0-9]* passed, 0 failed$'; then
     check "clone b builds and passes its PostgreSQL 16 suites after clone a is gone" ok ok
 else
