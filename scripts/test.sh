@@ -135,8 +135,9 @@ if [ "$PG" = 15 ]; then
     # libraries and the HA and comparison short forms below (nice 0) wait on their servers:
     # PostgreSQL 18's release build and SQL suites, and the check that pgrx's state is each
     # checkout's own, whose second clone builds for PostgreSQL 16 and runs its SQL suites
-    # (their summary lines passed on: 16 is tested there, not built twice). Each has its own
-    # target directory, servers and sockets; setup ran above (-o setup).
+    # (their summary lines passed on: 16's suites run there only, though `make package` below
+    # builds 16's library again for its package). Each has its own target directory, servers
+    # and sockets; setup ran above (-o setup).
     background pgrx-home nice -n 19 ionice -c 3 scripts/pgrx-home-test.sh
     background sql-tests-pg18 nice -n 19 ionice -c 3 make -s -o setup sql-tests PG=18
 
