@@ -10,6 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 SUITE="pgrx home" OUT=$PWD/build/pgrx-home-test
 . scripts/checks.sh
+. scripts/suite-line.sh
 ROOT=$OUT
 # The user's own pgrx state, as a list of files and their hashes (empty when there is none).
 users_pgrx() { [ -d "$HOME/.pgrx" ] && (cd "$HOME/.pgrx" && find . -type f -exec md5sum {} + | sort); }
@@ -31,7 +32,7 @@ check "the user's ~/.pgrx is as it was" "$(users_pgrx)" "$before"
 
 rm -rf "$ROOT/a"
 (cd "$ROOT/b" && env -u PGRX_HOME make -s test PG=16) 2>&1 | tee "$ROOT/test-b.log" |
-    grep --line-buffered -E '^[a-z][a-z0-9_ ()]*: [0-9]+ passed, [0-9]+ failed$'
+    grep --line-buffered -E "$SUITE_LINE"
 status=${PIPESTATUS[0]}
 if ((status == 0)) && tail -1 "$ROOT/test-b.log" | grep -qE '^[1-9][0-9]* passed, 0 failed$'; then
     check "clone b builds and passes its PostgreSQL 16 suites after clone a is gone" ok ok

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: every suite in turn (each runs even when an earlier one failed), then one
-# summary line per suite and a final "N passed, M failed" line. Exits non-zero when any
-# suite failed. Each suite's full output is kept in build/test-logs/.
+# summary line per suite and a final "N passed, M failed" line. When any suite failed, the
+# lines that say what failed follow, and it exits non-zero. Each suite's full output is kept
+# in build/test-logs/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,8 +31,7 @@ cargo_counts() {
          if ($(i+1) ~ /^failed/) f += $i } } END { print p + 0, f + 0 }' "$1"
 }
 
-# A suite's summary line: "<suite>: N passed, M failed".
-SUITE_LINE='^[a-z][a-z0-9_ ()]*: [0-9]+ passed, [0-9]+ failed$'
+. scripts/suite-line.sh
 
 # Runs command $2... as run $1, its output kept in $LOGS/$1.log. Each suite line it prints is
 # also written to $LOGS/$1.times with the seconds since the run started: a suite's wall time
@@ -130,21 +130,22 @@ if [ "$PG" = 15 ]; then
 
     sql_suites 15
 
-    # The other majors' runs are mostly compiling. They start now, at the lowest CPU and I/O
-    # priority, and take what the processors have left while the fault suite, the client
-    # libraries and the HA and comparison short forms below (nice 0) wait on their servers:
-    # PostgreSQL 18's release build and SQL suites, and the check that pgrx's state is each
-    # checkout's own, whose second clone builds for PostgreSQL 16 and runs its SQL suites
-    # (their summary lines passed on: 16's suites run there only, though `make package` below
-    # builds 16's library again for its package). Each has its own target directory, servers
-    # and sockets; setup ran above (-o setup).
-    background pgrx-home nice -n 19 ionice -c 3 scripts/pgrx-home-test.sh
-    background sql-tests-pg18 nice -n 19 ionice -c 3 make -s -o setup sql-tests PG=18
-
     run faults make -s faults
     status=$?
     read -r passed failed < <(cargo_counts "$LOGS/faults.log")
     record faults "$passed" "$failed" "$status" "$run_seconds"
+
+    # The runs that mostly compile start now, at the lowest CPU and I/O priority, and take
+    # what the processors have left while the client libraries and the HA and comparison short
+    # forms below (nice 0) wait on their servers (not beside the fault suite, whose kill and
+    # failover storms are CPU-bound): PostgreSQL 18's release build and SQL suites; the check
+    # that pgrx's state is each checkout's own, whose second clone builds for PostgreSQL 16
+    # and runs its SQL suites (their summary lines passed on: 16's suites run there only);
+    # and PostgreSQL 16's release library here, which `make package` below then finds built.
+    # Each has its own target directory, servers and sockets; setup ran above (-o setup).
+    background pgrx-home nice -n 19 ionice -c 3 scripts/pgrx-home-test.sh
+    background sql-tests-pg18 nice -n 19 ionice -c 3 make -s -o setup sql-tests PG=18
+    background build-pg16 nice -n 19 ionice -c 3 make -s -o setup all PG=16
 
     # The client libraries, installed from their packages (clients/).
     run clients make -s clients
@@ -166,6 +167,8 @@ if [ "$PG" = 15 ]; then
     record_lines pgrx-home $? "pgrx home"
     finish_background sql-tests-pg18
     record_lines sql-tests-pg18 $? "sql-tests (pg18)"
+    finish_background build-pg16
+    record_lines build-pg16 $? "build (pg16)"
 
     # Installing as users do: `make install PG_CONFIG=...`, the Debian packages (built, then
     # installed with dpkg and tested), and PGXN's META.json and archive.
@@ -187,4 +190,13 @@ echo
 echo "== summary (wall time per suite)"
 printf '%s\n' "${summaries[@]}"
 echo "$total_passed passed, $total_failed failed"
+# When something failed, the lines that say what (a check's expected and actual value, a
+# failed test of pg_regress, cargo or go, a FAIL or FAILED line of the other suites, a panic)
+# come last, where a CI page that shows the end of the output shows them.
+if ((total_failed > 0)); then
+    echo
+    echo "== what failed (the first 40 lines that say so; each run's output is in $LOGS/)"
+    grep -E ": expected '.*', got '|^not ok [0-9]|FAIL|panicked at" "$LOGS"/*.log |
+        grep -vE ': [0-9]+ passed, [0-9]+ failed' | head -40
+fi
 ((total_failed == 0))
