@@ -5,10 +5,11 @@
 \set VERBOSITY terse
 CREATE TEMP TABLE held (label text, token bigint, available_at timestamptz);
 
--- Taken with a 1 s delay and a 200 ms TTL.
-SET fenced_lock.lease_lock_delay = '1s';
+-- Taken with a 5 s delay and a 200 ms TTL (the 4.6 s after the sleep below are room for a
+-- slow machine: the next owner must still be refused).
+SET fenced_lock.lease_lock_delay = '5s';
 INSERT INTO held SELECT 'a', acquire_lease(4400, 1, 'a', '200 ms'), NULL;
-SELECT lock_delay, available_at = expires_at + interval '1 second' AS available_after_delay
+SELECT lock_delay, available_at = expires_at + interval '5 seconds' AS available_after_delay
   FROM fenced_leases WHERE ns = 4400 AND id = 1;
 UPDATE held SET available_at = (SELECT available_at FROM fenced_leases WHERE ns = 4400 AND id = 1);
 RESET fenced_lock.lease_lock_delay;
