@@ -66,16 +66,12 @@ check "the package's files are in place" \
 check "the library is the package's" "$(dpkg -S "$LIB/fenced_lock.so" | cut -d: -f1)" \
     postgresql-15-fenced-lock
 
-# Each suite's summary line as it comes (make test times a suite by its line), printed once:
-# a failure's account is the log without them, so make test counts each suite once.
 . scripts/suite-line.sh
-PG=15 SQL_SUITES="regress upgrade" SQL_TESTS_ROOT="$OUT/sql" SUITE_SUFFIX=" (package)" \
-    scripts/sql-tests.sh 2>&1 | tee "$OUT/sql-tests.log" | grep -E --line-buffered "$SUITE_LINE"
-sql_status=${PIPESTATUS[0]}
-if ((sql_status == 0)); then
+if PG=15 SQL_SUITES="regress upgrade" SQL_TESTS_ROOT="$OUT/sql" SUITE_SUFFIX=" (package)" \
+    pass_suite_lines "$OUT/sql-tests.log" scripts/sql-tests.sh; then
     check "pg_regress and the upgrade chain on the package" ok ok
 else
-    grep -vE "$SUITE_LINE" "$OUT/sql-tests.log"
+    without_suite_lines "$OUT/sql-tests.log"
     check "pg_regress and the upgrade chain on the package" failed ok
 fi
 

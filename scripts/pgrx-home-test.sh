@@ -31,14 +31,13 @@ done
 check "the user's ~/.pgrx is as it was" "$(users_pgrx)" "$before"
 
 rm -rf "$ROOT/a"
-(cd "$ROOT/b" && env -u PGRX_HOME make -s test PG=16) 2>&1 | tee "$ROOT/test-b.log" |
-    grep --line-buffered -E "$SUITE_LINE"
-status=${PIPESTATUS[0]}
+clone_b_test() { cd "$ROOT/b" && env -u PGRX_HOME make -s test PG=16; }
+pass_suite_lines "$ROOT/test-b.log" clone_b_test
+status=$?
 if ((status == 0)) && tail -1 "$ROOT/test-b.log" | grep -qE '^[1-9][0-9]* passed, 0 failed$'; then
     check "clone b builds and passes its PostgreSQL 16 suites after clone a is gone" ok ok
 else
-    # Without the suite lines passed on above: make test would count them twice.
-    grep -vE "$SUITE_LINE" "$ROOT/test-b.log" | tail -30
+    without_suite_lines "$ROOT/test-b.log" | tail -30
     check "clone b builds and passes its PostgreSQL 16 suites after clone a is gone" failed ok
 fi
 check "the user's ~/.pgrx is still as it was" "$(users_pgrx)" "$before"
