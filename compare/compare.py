@@ -161,9 +161,9 @@ class Trial:
         for process in self.workers:
             process.wait(timeout=30)
         # A worker that raised stopped measuring (its traceback is in its .stderr); only the
-        # holder a fault killed is excused.
-        self.died = [os.path.basename(path) for process, path in zip(self.workers,
-                                                                     self.token_logs)
+        # holder a fault killed is excused. A negative exit status is the signal that ended it.
+        self.died = [f"{os.path.basename(path)} (exit {process.returncode})"
+                     for process, path in zip(self.workers, self.token_logs)
                      if process.returncode != 0 and process is not self.killed]
         self.fault.clean_up(self)
 
