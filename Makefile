@@ -52,7 +52,7 @@ setup:
 install: all
 	scripts/install-staged.sh $(PG_CONFIG) build/stage/pg$(PG)
 
-# A Debian package per major in build/packages (postgresql-15-fenced-lock_0.4.0-1_amd64.deb and
+# A Debian package per major in build/packages (postgresql-15-fenced-lock_1.0.0-1_amd64.deb and
 # those of 16 and 18), or for PG_CONFIG's major alone.
 package: $(if $(USER_PG_CONFIG),build-setup,setup)
 	scripts/package.sh $(if $(USER_PG_CONFIG),$(PG_CONFIG),$(foreach major,15 16 18,$$(scripts/pg-config.sh $(major))))

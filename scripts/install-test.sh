@@ -38,7 +38,8 @@ for major in 15 18; do
     check "$major: every release's scripts installed" \
         "$(cd "$extension" && ls fenced_lock.control fenced_lock--0.1.0.sql fenced_lock--0.1.0--0.2.0.sql \
             fenced_lock--0.2.0.sql fenced_lock--0.2.0--0.3.0.sql fenced_lock--0.3.0.sql \
-            fenced_lock--0.3.0--0.4.0.sql fenced_lock--0.4.0.sql 2>/dev/null | wc -l)" 8
+            fenced_lock--0.3.0--0.4.0.sql fenced_lock--0.4.0.sql fenced_lock--0.4.0--1.0.0.sql \
+            fenced_lock--1.0.0.sql 2>/dev/null | wc -l)" 10
     check "$major: pgrx's record of it is the checkout's" \
         "$(grep -cxF "pg$major = \"$pg_config\"" "$PGRX_HOME/config.toml")" 1
 done

@@ -30,7 +30,8 @@ for major in 15 16 18; do
         done
         for file in fenced_lock.control fenced_lock--0.1.0.sql fenced_lock--0.1.0--0.2.0.sql \
             fenced_lock--0.2.0.sql fenced_lock--0.2.0--0.3.0.sql fenced_lock--0.3.0.sql \
-            fenced_lock--0.3.0--0.4.0.sql "fenced_lock--$VERSION.sql"; do
+            fenced_lock--0.3.0--0.4.0.sql fenced_lock--0.4.0.sql \
+            fenced_lock--0.4.0--1.0.0.sql "fenced_lock--$VERSION.sql"; do
             echo "./usr/share/postgresql/$major/extension/$file"
         done
     } | sort >"$OUT/expected.$major"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make package`: one Debian package per PostgreSQL major, laid out as Debian's PostgreSQL
-# packages are (postgresql-15-fenced-lock_0.4.0-1_amd64.deb: the library under
+# packages are (postgresql-15-fenced-lock_1.0.0-1_amd64.deb: the library under
 # /usr/lib/postgresql/15/lib, the control file and every release's install and upgrade scripts
 # under /usr/share/postgresql/15/extension, the README, CHANGELOG and licence under
 # /usr/share/doc), depending on that major's server package. Built by `cargo pgrx package`

@@ -88,7 +88,7 @@ sql postgres -c "DO \$\$ BEGIN CREATE ROLE upgrade_auditor; EXCEPTION WHEN dupli
 
 # From each earlier release: create it (its install script as shipped), use it, change its
 # privileges, ALTER EXTENSION UPDATE, then compare with a fresh install given the same changes.
-for from in 0.1.0 0.2.0 0.3.0; do
+for from in 0.1.0 0.2.0 0.3.0 0.4.0; do
     upgraded=fenced_lock_upgraded_${from//./_} fresh=fenced_lock_fresh_${from//./_}
     sql postgres -c "DROP DATABASE IF EXISTS $upgraded" -c "DROP DATABASE IF EXISTS $fresh" \
         -c "CREATE DATABASE $upgraded" -c "CREATE DATABASE $fresh"
@@ -112,7 +112,7 @@ for from in 0.1.0 0.2.0 0.3.0; do
     privileges "$fresh" REVOKE ALL FROM PUBLIC "${common_revoked[@]}"
     privileges "$fresh" GRANT "" TO upgrade_auditor "${common_granted[@]}"
     # 0.3.0 has those forms itself, with the privileges they were created with.
-    [ "$from" = 0.3.0 ] || privileges "$fresh" REVOKE ALL FROM PUBLIC "${derived_revoked[@]}"
+    case $from in 0.1.0 | 0.2.0) privileges "$fresh" REVOKE ALL FROM PUBLIC "${derived_revoked[@]}" ;; esac
     if [ "$from" = 0.1.0 ]; then
         privileges "$fresh" REVOKE ALL FROM PUBLIC "${derived_revoked_010[@]}"
         privileges "$fresh" GRANT "" TO upgrade_auditor "${derived_granted_010[@]}"

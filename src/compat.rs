@@ -250,3 +250,13 @@ fn named_wait_event(event: &std::cell::Cell<u32>, name: &core::ffi::CStr) -> u32
         pg_sys::PG_WAIT_EXTENSION
     }
 }
+
+/// Whether `role` has the privileges of extension `extension`'s owner (superusers do).
+/// PostgreSQL 16 folded the per-catalog ownership checks into object_ownercheck ("Generalize
+/// ownership checks").
+pub fn owns_extension(extension: pg_sys::Oid, role: pg_sys::Oid) -> bool {
+    #[cfg(feature = "pg15")]
+    return unsafe { pg_sys::pg_extension_ownercheck(extension, role) };
+    #[cfg(not(feature = "pg15"))]
+    return unsafe { pg_sys::object_ownercheck(pg_sys::ExtensionRelationId, extension, role) };
+}

@@ -56,6 +56,11 @@ pub enum FencedError {
     },
     /// The wait for synchronous standbys to confirm the token's WAL ended without it.
     TokenNotReplicated,
+    /// The token sequence is too near the end of bigint for another block of tokens (moved
+    /// there by hand, or by a token floor that high).
+    TokensExhausted {
+        position: i64,
+    },
     /// An argument of the resource side has the wrong shape.
     InvalidArgument {
         message: String,
@@ -213,6 +218,7 @@ impl FencedError {
             FencedError::ExtensionObjectMissing { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::NotPreloaded { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::TokenNotReplicated => ERRCODE_QUERY_CANCELED,
+            FencedError::TokensExhausted { .. } => ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
             FencedError::ScopeConflict { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::ModeConflict { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::PermitNotAcquired { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
@@ -264,6 +270,10 @@ impl FencedError {
             FencedError::TokenNotReplicated => {
                 "fencing token not confirmed by the synchronous standby".into()
             }
+            FencedError::TokensExhausted { position } => format!(
+                "no fencing tokens left to draw: the token sequence is at {position}, too near \
+                 the end of bigint for a block of fenced_lock.token_block tokens"
+            ),
             FencedError::ScopeConflict { key, held } => format!(
                 "fenced lock {key} is already held by this session at {} scope",
                 held.name()
@@ -425,6 +435,12 @@ impl FencedError {
                 "Restore it from a dump of this database. Re-creating the extension needs DROP \
                  EXTENSION fenced_lock CASCADE, which also drops every enforce_fence trigger: \
                  see \"Repairing an installation\" in the README."
+            }
+            FencedError::TokensExhausted { .. } => {
+                "Tokens this high were not reached by issuing tokens: the sequence was set there, \
+                 or CREATE EXTENSION started above a fenced_lock.token_floor this high. Set the \
+                 fences that hold such values back to real tokens, then re-create the extension \
+                 with a lower floor."
             }
             FencedError::TokenNotReplicated => {
                 "Retry the transaction once the synchronous standby is reachable."

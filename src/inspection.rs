@@ -29,8 +29,9 @@ fn terminate_holders(fcinfo: pg_sys::FunctionCallInfo, key: LockKey) -> i32 {
             .select(
                 &format!(
                     "SELECT DISTINCT pid FROM {view} \
-                      WHERE ns = $1 AND id = $2 AND granted AND pid IS NOT NULL \
-                        AND mode <> 'permit'"
+                      WHERE ns OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2 \
+                        AND granted AND pid IS NOT NULL \
+                        AND mode OPERATOR(pg_catalog.<>) 'permit'"
                 ),
                 None,
                 &[key.ns.into(), key.id.into()],

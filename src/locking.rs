@@ -472,7 +472,8 @@ pub(crate) fn lock(
 }
 
 /// A wait in the lock manager's queue, timed and counted: granted, or ended by a lock
-/// timeout (counted as `timeout`) or a deadlock, whose error goes on.
+/// timeout (counted as `timeout`), a deadlock or any other error, which goes on. Its time
+/// counts whether or not it ended in a grant.
 fn waited(
     key: LockKey,
     timeout: Count,
@@ -481,6 +482,7 @@ fn waited(
     let started = unsafe { pg_sys::GetCurrentTimestamp() };
     let granted = PgTryBuilder::new(wait)
         .catch_others(|error| {
+            stats::waited(key, started);
             if let pg_sys::panic::CaughtError::PostgresError(report) = &error {
                 match report.sql_error_code() {
                     PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE => stats::one(key, timeout),
@@ -493,10 +495,8 @@ fn waited(
             error.rethrow()
         })
         .execute();
-    let waited = unsafe { pg_sys::GetCurrentTimestamp() } - started;
+    stats::waited(key, started);
     stats::one(key, Count::AcquiredAfterWait);
-    stats::count(key.ns, Count::WaitMicros, waited);
-    stats::count(key.ns, Count::MaxWaitMicros, waited);
     granted
 }
 

@@ -100,7 +100,7 @@ fn register_namespace(
     Spi::connect_mut(|client| {
         let by_name: Option<i32> = scalar(
             client,
-            &format!("SELECT ns FROM {table} WHERE name = $1"),
+            &format!("SELECT ns FROM {table} WHERE name OPERATOR(pg_catalog.=) $1"),
             &[name.into()],
         )?;
         match (by_name, ns) {
@@ -116,7 +116,7 @@ fn register_namespace(
             Some(ns) => {
                 let holder: Option<String> = scalar(
                     client,
-                    &format!("SELECT name FROM {table} WHERE ns = $1"),
+                    &format!("SELECT name FROM {table} WHERE ns OPERATOR(pg_catalog.=) $1"),
                     &[ns.into()],
                 )?;
                 if let Some(holder) = holder {
@@ -130,9 +130,11 @@ fn register_namespace(
             None => scalar::<i32>(
                 client,
                 &format!(
-                    "SELECT min(candidate) FROM pg_catalog.generate_series(1, \
-                     (SELECT count(*) + 1 FROM {table})::int) candidate \
-                     WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE ns = candidate)"
+                    "SELECT pg_catalog.min(candidate) FROM pg_catalog.generate_series(1, \
+                     (SELECT pg_catalog.count(*) OPERATOR(pg_catalog.+) 1 \
+                        FROM {table})::pg_catalog.int4) candidate \
+                     WHERE NOT EXISTS (SELECT 1 FROM {table} \
+                                        WHERE ns OPERATOR(pg_catalog.=) candidate)"
                 ),
                 &[],
             )?

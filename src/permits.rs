@@ -138,7 +138,16 @@ fn take_slot(key: LockKey, permits: u16, wait: Wait, scope: Scope) -> Option<u16
             (lock_timeout > 0).then_some(lock_timeout)
         }
     };
-    if !at_head_at_once && !wait_in_line(key, &queue, wait) {
+    // A wait's time counts however it ends: a grant, the own timeout, or an error.
+    let in_line = at_head_at_once
+        || pgrx::PgTryBuilder::new(|| wait_in_line(key, &queue, wait))
+            .catch_others(|error| {
+                stats::waited(key, started);
+                error.rethrow()
+            })
+            .execute();
+    if !in_line {
+        stats::waited(key, started);
         stats::one(key, Count::Timeouts);
         return None;
     }
@@ -162,9 +171,7 @@ fn take_slot(key: LockKey, permits: u16, wait: Wait, scope: Scope) -> Option<u16
         wakeups::sleep(channel, sleep_ms, crate::compat::permit_wait_event());
     };
     leave_line();
-    let waited = now() - started;
-    stats::count(key.ns, Count::WaitMicros, waited);
-    stats::count(key.ns, Count::MaxWaitMicros, waited);
+    stats::waited(key, started);
     match (granted, wait) {
         (Some(slot), _) => {
             stats::one(key, Count::AcquiredAfterWait);

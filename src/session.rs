@@ -131,7 +131,9 @@ key_forms! {
     },
 }
 
-/// The term if this session leads (a new term counted in fenced_lock_stats), else None.
+/// The term if this session leads (a new term counted in fenced_lock_stats), else None. A
+/// session that leads without an owner gets its term back when it asks again: a leader polls
+/// with the call that made it leader, and NULL would tell it another session leads.
 fn become_leader_for(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
@@ -139,7 +141,18 @@ fn become_leader_for(
     owner: Option<&str>,
 ) -> Option<i64> {
     let key = keyed.key;
-    let leading = current_grant(Lockable::advisory(key)).is_some();
+    let lock = Lockable::advisory(key);
+    let held = current_grant(lock);
+    if let Some(held) = &held {
+        let ownerless_leader = held.scope == Scope::Session
+            && held.mode == Mode::Exclusive
+            && owner.is_none()
+            && grants::session_owner(lock).is_none();
+        if ownerless_leader {
+            return Some(held.token);
+        }
+    }
+    let leading = held.is_some();
     let term = try_acquire(
         fcinfo,
         function,
@@ -301,9 +314,11 @@ fn leader_rows(fcinfo: pg_sys::FunctionCallInfo, key: LockKey) -> Vec<LeaderRow>
         client
             .select(
                 &format!(
-                    "SELECT pid, application_name, client_addr::text, token, acquired_at, owner \
-                       FROM {view} WHERE ns = $1 AND id = $2 AND granted \
-                        AND mode = 'exclusive'"
+                    "SELECT pid, application_name, client_addr::pg_catalog.text, token, acquired_at, \
+                            owner \
+                       FROM {view} WHERE ns OPERATOR(pg_catalog.=) $1 \
+                        AND id OPERATOR(pg_catalog.=) $2 AND granted \
+                        AND mode OPERATOR(pg_catalog.=) 'exclusive'"
                 ),
                 None,
                 &[key.ns.into(), key.id.into()],

@@ -97,7 +97,7 @@ pub fn advance_past(fcinfo: pg_sys::FunctionCallInfo, past: i64) -> i64 {
         }
         // With the caller's own privileges on the sequence (42501 for any role but its owner).
         let drawn = draw(sequence, true);
-        let position = (drawn + skip).max(past);
+        let position = drawn.saturating_add(skip).max(past);
         setval(sequence, position);
         make_durable(sequence_page_lsn(sequence));
         position
@@ -154,8 +154,11 @@ impl allocator::Sequence for TokenSequence {
         if skip > 0 {
             crate::stats::failover_skipped();
         }
-        let start = nextval(sequence) + skip;
-        let end = start + settings::token_block() - 1;
+        let start = nextval(sequence).saturating_add(skip);
+        // The allocator's limit (the block's end + 1) must fit in a bigint too.
+        let end = (start.checked_add(settings::token_block() - 1))
+            .filter(|&end| end < i64::MAX)
+            .unwrap_or_else(|| FencedError::TokensExhausted { position: start }.raise());
         setval(sequence, end);
         let lsn = sequence_page_lsn(sequence);
         Reserved { start, end, lsn }
@@ -222,7 +225,7 @@ fn skip_forward_on_new_timeline(sequence: pg_sys::Oid) {
         exclusively(sequence, || {
             let skip = pending_skip(sequence);
             if skip > 0 {
-                setval(sequence, nextval(sequence) + skip);
+                setval(sequence, nextval(sequence).saturating_add(skip));
                 crate::stats::failover_skipped();
             }
         });

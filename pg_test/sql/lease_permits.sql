@@ -71,6 +71,17 @@ SELECT count(*) AS none_of_two FROM acquire_lease_permit(7803, 1, 2, 'w', '1 min
 SELECT slot, token = :tz AS same FROM acquire_lease_permit(7803, 1, 2, 'z', '1 minute');
 SELECT release_lease(7803, 1, :tz) AS released;
 SELECT count(*) AS still_none_of_two FROM acquire_lease_permit(7803, 1, 2, 'w', '1 minute');
+-- An owner whose permit above the new count expired is not granted that slot again (fourth
+-- review of 0.4.0, item 6: it got slot 3 with a new token, a third live holder of two permits).
+SELECT slot FROM acquire_lease_permit(7806, 1, 3, 'x', '1 minute');
+SELECT slot FROM acquire_lease_permit(7806, 1, 3, 'y', '1 minute');
+SELECT slot FROM acquire_lease_permit(7806, 1, 3, 'z', '20 ms');
+SELECT pg_sleep(0.05);
+SELECT count(*) AS none_of_two_after_expiry FROM acquire_lease_permit(7806, 1, 2, 'z', '1 minute');
+SELECT count(*) AS live_holders FROM fenced_leases WHERE ns = 7806 AND id = 1 AND NOT expired;
+-- Once a slot within the count comes free, the owner gets it, with a new token.
+SELECT release_lease(7806, 1, token) AS released FROM fenced_leases WHERE ns = 7806 AND id = 1 AND owner = 'y';
+SELECT slot FROM acquire_lease_permit(7806, 1, 2, 'z', '1 minute');
 
 -- The key's lease and its permits are separate leases (slot 0 and slots 1..).
 SELECT acquire_lease(7803, 1, 'x', '1 minute') IS NOT NULL AS lease_of_the_key;

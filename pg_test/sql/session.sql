@@ -11,8 +11,10 @@ SELECT acquire_fenced_session(7001, 1);
 ROLLBACK;
 SELECT acquire_fenced_session(7001, 1, '0');
 \echo :LAST_ERROR_SQLSTATE
+-- become_leader is the exception: a leader polls with the call that made it leader, and gets
+-- its term back (fourth review of 0.4.0, item 14: NULL, "another session leads").
 SELECT try_acquire_fenced_session(7001, 1) IS NULL AS try_null,
-       become_leader(7001, 1) IS NULL AS leader_null,
+       become_leader(7001, 1) = :s1 AS leader_keeps_its_term,
        current_fence(7001, 1) = :s1 AS current_fence_is_token;
 -- The session-level advisory lock, visible in pg_locks, held once.
 SELECT locktype, classid, objid, objsubid, mode, granted FROM pg_catalog.pg_locks
@@ -66,6 +68,8 @@ SELECT count(*) AS advisory_locks_left FROM pg_catalog.pg_locks
 -- current_leader: this session, with its application_name; no row when nobody leads.
 SET application_name = 'fenced_leader_test';
 SELECT become_leader(7002, 1) AS term \gset
+SELECT become_leader(7002, 1) = :term AS polled_again_same_term,
+       become_leader(7002, 1, 'an-owner') IS NULL AS another_owner_does_not_lead;
 -- (this server preloads fenced_lock, so the term and since are known)
 SELECT pid = pg_catalog.pg_backend_pid() AS is_me, application_name, term = :term AS term,
        since <= pg_catalog.clock_timestamp() AS since

@@ -152,6 +152,59 @@ SELECT fenced_update('stats_log', 1, 44) AS not_logged_when_off;
 RESET fenced_lock.log_refusals;
 RESET client_min_messages;
 
+-- Reading the counters assigns no transaction ID (fourth review of 0.4.0, item 7: its
+-- visibility check ran a query that marked the transaction as writing, which failed on a hot
+-- standby and in parallel plans), and works in a forced parallel plan.
+BEGIN;
+SELECT count(*) >= 0 AS read FROM fenced_lock_stats;
+SELECT count(*) >= 0 AS read FROM fenced_lock_refusals;
+SELECT pg_current_xact_id_if_assigned() IS NULL AS no_transaction_id;
+COMMIT;
+BEGIN;
+SELECT set_config(name, 'on', true) AS forced_parallel FROM pg_settings
+ WHERE name IN ('force_parallel_mode', 'debug_parallel_query');
+SELECT count(*) >= 0 AS read_in_parallel_plan FROM fenced_lock_stats;
+SELECT count(*) >= 0 AS read_in_parallel_plan FROM fenced_lock_refusals;
+COMMIT;
+
+-- Another database's rows stay hidden from a role that redefines = (name, name) in its own
+-- schema ahead of pg_catalog and owns an extension of its own (item 8: the visibility check's
+-- query took that operator, and the role read every database's counters).
+SELECT current_database() AS regress_database \gset
+CREATE DATABASE fenced_lock_stats_elsewhere;
+\c fenced_lock_stats_elsewhere
+SET client_min_messages = warning;
+CREATE EXTENSION fenced_lock;
+BEGIN;
+SELECT acquire_fenced(4205, 1) > 0 AS counted_elsewhere;
+COMMIT;
+\c :regress_database
+CREATE ROLE stats_snoop;
+DO $$ BEGIN EXECUTE format('GRANT CREATE ON DATABASE %I TO stats_snoop', current_database()); END $$;
+-- (A trusted extension the major ships: pg_trgm, or pgvector in the PostgreSQL 16 used here.)
+SELECT min(name) AS own_extension FROM pg_available_extensions
+ WHERE name IN ('pg_trgm', 'vector') \gset
+SET ROLE stats_snoop;
+CREATE SCHEMA snoop;
+CREATE EXTENSION :"own_extension" SCHEMA snoop;
+SELECT format('CREATE FUNCTION snoop.name_eq(name, name) RETURNS boolean LANGUAGE sql IMMUTABLE
+                   AS $f$ SELECT $1::text OPERATOR(pg_catalog.=) %L $f$', :'own_extension')
+    AS snoop_function \gset
+:snoop_function;
+CREATE OPERATOR snoop.= (LEFTARG = name, RIGHTARG = name, FUNCTION = snoop.name_eq);
+SET search_path = snoop, pg_catalog, public;
+SELECT count(*) FILTER (WHERE database OPERATOR(pg_catalog.<>) current_database()) AS other_databases
+  FROM public.fenced_lock_stats;
+RESET search_path;
+DROP EXTENSION :"own_extension";
+DROP SCHEMA snoop CASCADE;
+RESET ROLE;
+DO $$ BEGIN EXECUTE format('REVOKE CREATE ON DATABASE %I FROM stats_snoop', current_database()); END $$;
+DROP ROLE stats_snoop;
+SELECT count(*) FILTER (WHERE database = 'fenced_lock_stats_elsewhere') AS seen_by_superuser
+  FROM fenced_lock_stats;
+DROP DATABASE fenced_lock_stats_elsewhere;
+
 DROP TABLE stats_jobs, stats_guarded, stats_log;
 DROP FUNCTION ns_stats(int4);
 DROP VIEW own_stats;

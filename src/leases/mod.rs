@@ -185,15 +185,20 @@ fn look(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid) -> Seen {
 }
 
 /// One look at a lease semaphore: the owner's own permit (extended, or a new token after its
-/// expiry), whatever its slot; else the lowest slot within `permits` that is free, released
-/// or available after its holder's expiry.
+/// expiry) within `permits`, or above it while it lasts (a count lowered since: its holder
+/// keeps it until it ends, and never gets it back after); else the lowest slot within
+/// `permits` that is free, released or available after its holder's expiry.
 fn attempt_permits(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, permits: u16) -> Seen {
     let rows = rows_of(lease, acquire.keyed.key);
-    let own = |row: &LeaseRow| row.owner.as_deref() == Some(acquire.owner) && row.held_for(role);
+    let now = unguarded::now();
+    let own = |row: &LeaseRow| {
+        row.owner.as_deref() == Some(acquire.owner)
+            && row.held_for(role)
+            && (row.slot <= permits || row.expires_at.is_some_and(|at| at > now))
+    };
     if let Some(row) = rows.iter().find(|row| row.slot >= 1 && own(row)) {
         return attempt(lease, acquire, role, row.slot);
     }
-    let now = unguarded::now();
     let mut by_slot: Vec<Option<LeaseRow>> = (0..=permits).map(|_| None).collect();
     for row in rows
         .into_iter()
@@ -232,9 +237,11 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, slot: u16) 
         owner,
         ttl,
         waiting,
-        permits: _,
+        permits,
         ref line,
     } = *acquire;
+    // A slot above a lowered count is only ever extended, never granted anew.
+    let grantable_slot = permits.is_none_or(|permits| slot <= permits);
     let columns = &lease.columns;
     let (ttl, delay) = (ttl.into_datum(), lock_delay().into_datum());
     // The columns a new holder writes, the key's own aside.
@@ -271,7 +278,8 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, slot: u16) 
             let takeable = (row.owner.is_none()
                 || this_owners(row)
                 || row.available_at.is_some_and(|at| at <= now))
-                && (waiting || line_is_empty(line));
+                && (waiting || line_is_empty(line))
+                && grantable_slot;
             let granted = match row.owner.is_some() && !this_owners(row) {
                 true => Granted::TakenOver,
                 false => Granted::Acquired,
@@ -295,7 +303,10 @@ fn attempt(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, slot: u16) 
         // No row: the key was never leased, or its row was swept. A first lease being written
         // by another open transaction holds the key's first-lease lock until it ends: busy.
         // So is a key with waiters in line, to a call that does not wait.
-        if !(waiting || line_is_empty(line)) || !lock_first_lease(keyed.key, slot) {
+        if !grantable_slot
+            || !(waiting || line_is_empty(line))
+            || !lock_first_lease(keyed.key, slot)
+        {
             return Seen::BUSY;
         }
         // With that lock, nobody else writes the key's first lease through these functions.

@@ -604,7 +604,7 @@ fn prepare_statements(
         };
         format!(
             "UPDATE {table_name} AS t SET {assignments}{fence} = $2{source} \
-             WHERE t.{key_column} = {key_value} AND (t.{fence} <= $2 OR t.{fence} IS NULL)"
+             WHERE t.{key_column} = {key_value} AND (t.{fence} OPERATOR(pg_catalog.<=) $2 OR t.{fence} IS NULL)"
         )
     };
     // The typed UPDATE's parameter numbers: $4 onwards, for the checked columns in order.

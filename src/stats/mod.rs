@@ -236,6 +236,13 @@ pub fn one(key: LockKey, what: Count) {
     count(key.ns, what, 1);
 }
 
+/// A wait on `key` that began at `started` (a TimestampTz) and ends now, granted or not.
+pub fn waited(key: LockKey, started: i64) {
+    let waited = unsafe { pg_sys::GetCurrentTimestamp() } - started;
+    count(key.ns, Count::WaitMicros, waited);
+    count(key.ns, Count::MaxWaitMicros, waited);
+}
+
 /// The same for the database's own row.
 pub fn count_database(count: Count, value: i64) {
     if counting() {
@@ -436,18 +443,16 @@ fn tables(view: &'static str) -> (&'static shared::Table, &'static shared::Table
 }
 
 /// Whether the caller sees every database's rows (superuser, pg_read_all_stats or the
-/// extension's owner), or only its own database's.
+/// extension's owner), or only its own database's. Read from the catalogs directly: no query
+/// (whose operators the caller's search_path would resolve), and no transaction ID, so it
+/// works on a hot standby and in a parallel plan.
 fn sees_every_database() -> bool {
     unsafe {
         let user = pg_sys::GetUserId();
-        let owner = Spi::get_one::<pg_sys::Oid>(
-            "SELECT extowner FROM pg_catalog.pg_extension WHERE extname = 'fenced_lock'",
-        )
-        .ok()
-        .flatten();
+        let extension = pg_sys::get_extension_oid(c"fenced_lock".as_ptr(), true);
         pg_sys::superuser()
             || pg_sys::has_privs_of_role(user, pg_sys::Oid::from(pg_sys::ROLE_PG_READ_ALL_STATS))
-            || owner.is_some_and(|owner| pg_sys::has_privs_of_role(user, owner))
+            || (extension != pg_sys::InvalidOid && crate::compat::owns_extension(extension, user))
     }
 }
 
