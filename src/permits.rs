@@ -98,9 +98,12 @@ unsafe extern "C-unwind" fn on_backend_exit(_code: i32, _arg: pg_sys::Datum) {
 
 /// The first free slot of `key` among 1..=permits, taken at `scope`; the slots this backend
 /// holds already (for another owner, or at the other scope) are not free to it, though the
-/// lock manager would grant them again.
+/// lock manager would grant them again. Held as the lock manager says: a session permit that
+/// DISCARD ALL or pg_advisory_unlock_all released is free again (and forgotten).
 fn try_slots(key: LockKey, permits: u16, scope: Scope) -> Option<u16> {
-    let own = grants::held_permit_slots(key);
+    let own: Vec<u16> = (grants::held_permit_slots(key).into_iter())
+        .filter(|&slot| current_grant(Lockable { key, permit: slot }).is_some())
+        .collect();
     (1..=permits)
         .filter(|slot| !own.contains(slot))
         .find(|&slot| try_lock_exclusive(&key.permit_tag(slot), scope == Scope::Session))

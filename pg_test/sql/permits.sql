@@ -131,3 +131,16 @@ BEGIN;
 SELECT acquire_fenced(7606, 1) IS NOT NULL AS locked;
 SELECT slot FROM try_acquire_fenced_permit(7606, 1, 1);
 COMMIT;
+
+-- DISCARD ALL (a pooler's reset between clients) releases a session permit behind fenced_lock's
+-- back: the backend takes the slot again (fourth review of 0.4.0, item 4: it never did, and its
+-- wait held the key's line for every backend).
+SELECT slot AS discarded_slot, token AS discarded_token
+  FROM acquire_fenced_permit_session(7607, 1, 1) \gset
+DISCARD ALL;
+SELECT count(*) AS permits_left FROM pg_catalog.pg_locks
+ WHERE locktype = 'userlock' AND pid = pg_catalog.pg_backend_pid();
+SELECT slot, token > :discarded_token AS new_token
+  FROM try_acquire_fenced_permit_session(7607, 1, 1);
+SELECT slot FROM acquire_fenced_permit_session(7607, 1, 2, '100 ms');
+SELECT release_fenced_permit(7607, 1, 1) AND release_fenced_permit(7607, 1, 2) AS released;

@@ -27,7 +27,7 @@ use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use storage::{
-    find, insert_first_lease, rows_of, saturating_plus, sweep_now_and_then, update_row,
+    find, insert_first_lease, rows_of, saturating_plus, superseded, sweep_now_and_then, update_row,
     with_lease_table, Change, LeaseRow, LeaseTable, Rewrite, RowWrite, Unseen, Which,
 };
 
@@ -212,6 +212,7 @@ fn attempt_permits(lease: &LeaseTable, acquire: &Acquire, role: pg_sys::Oid, per
         // A slot held by another owner until later is not looked at again.
         let this = match by_slot[usize::from(slot)].take() {
             Some(row) if row.owner.is_some() && row.available_at.is_none_or(|at| at > now) => {
+                refuse_superseded(lease, acquire.function, acquire.keyed.key, &row);
                 Seen::held(row, now, acquire.waiting)
             }
             _ => attempt(lease, acquire, role, slot),
@@ -420,6 +421,7 @@ fn write_found<T>(
             return Found::Absent;
         };
         let Some((rewrite, result)) = change(&row) else {
+            refuse_superseded(lease, function, key, &row);
             return Found::Refused(row);
         };
         match update_row(lease, &row, &rewrite) {
@@ -431,6 +433,16 @@ fn write_found<T>(
             RowWrite::Changed => {}
         }
         pgrx::check_for_interrupts!();
+    }
+}
+
+/// A lease held by another owner as the transaction's snapshot shows it, but released, taken
+/// over or renewed since by a transaction that committed after that snapshot: under
+/// REPEATABLE READ or SERIALIZABLE this transaction can never see the key as it is, so 40001
+/// at once (never NULL, read as busy, nor a wait that holds the key's line).
+fn refuse_superseded(lease: &LeaseTable, function: &'static str, key: LockKey, row: &LeaseRow) {
+    if transaction_snapshot() && superseded(lease, key, row) {
+        FencedError::LeaseChangedAfterSnapshot { function, key }.raise();
     }
 }
 

@@ -734,6 +734,24 @@ fn unseen_row(lease: &LeaseTable, key: LockKey, slot: u16) -> Unseen {
     }
 }
 
+/// Whether `row`, as a REPEATABLE READ or SERIALIZABLE transaction's snapshot shows it, is
+/// gone from the key: deleted (released, swept) or replaced (renewed, taken over) by a
+/// transaction that committed after the snapshot. That transaction can never see the key as
+/// it is now. A version another open transaction is writing still counts as the key's row.
+pub fn superseded(lease: &LeaseTable, key: LockKey, row: &LeaseRow) -> bool {
+    let same = |a: &pg_sys::ItemPointerData, b: &pg_sys::ItemPointerData| {
+        (a.ip_blkid.bi_hi, a.ip_blkid.bi_lo, a.ip_posid)
+            == (b.ip_blkid.bi_hi, b.ip_blkid.bi_lo, b.ip_posid)
+    };
+    unsafe {
+        let mut dirty = dirty_snapshot();
+        let found = scan_key(lease, key, Some(row.slot), &mut dirty, |tuple| {
+            same(&(*tuple).t_self, &row.ctid).then_some(())
+        });
+        found.is_none()
+    }
+}
+
 /// A dirty snapshot (what the unique index's own check uses): committed rows and rows other
 /// transactions are writing, whose running inserter and deleter it reports in `xmin` and
 /// `xmax` after each visibility test. Not an MVCC snapshot, so it takes no SSI predicate lock.
