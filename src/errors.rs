@@ -48,6 +48,19 @@ pub enum FencedError {
         permits: i32,
         timeout_ms: i32,
     },
+    /// A permit wait in a cycle the lock manager cannot see (the head of a permit line sleeps
+    /// outside it): a holder of the permits waits, directly or through others, for a lock this
+    /// session holds.
+    PermitDeadlock {
+        key: LockKey,
+        holders: Vec<i32>,
+    },
+    /// A wait for a permit of a semaphore whose every permit this session holds (for other
+    /// owners, or at the other scope): nothing but this session could free one.
+    PermitSelfWait {
+        key: LockKey,
+        permits: i32,
+    },
     /// A waiting session-scoped acquire found the key held by this very session for another
     /// owner (or for none): behind a pooler, another client's grant.
     HeldForAnotherOwner {
@@ -223,6 +236,8 @@ impl FencedError {
             FencedError::ModeConflict { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::PermitNotAcquired { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
             FencedError::HeldForAnotherOwner { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            FencedError::PermitDeadlock { .. } => ERRCODE_T_R_DEADLOCK_DETECTED,
+            FencedError::PermitSelfWait { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::UndefinedColumn { .. } => ERRCODE_UNDEFINED_COLUMN,
             FencedError::FenceColumnNotBigint { .. } => ERRCODE_DATATYPE_MISMATCH,
             FencedError::NotATable { .. } => ERRCODE_WRONG_OBJECT_TYPE,
@@ -289,6 +304,12 @@ impl FencedError {
             } => format!(
                 "no permit of fenced semaphore {key} ({permits} permits) came free within \
                  lock_timeout ({timeout_ms} ms)"
+            ),
+            FencedError::PermitDeadlock { key, .. } => {
+                format!("deadlock detected waiting for a permit of fenced semaphore {key}")
+            }
+            FencedError::PermitSelfWait { key, permits } => format!(
+                "every permit of fenced semaphore {key} ({permits} permits) is held by this session"
             ),
             FencedError::HeldForAnotherOwner { key, .. } => {
                 format!("fenced lock {key} is already held by this session for another owner")
@@ -388,6 +409,16 @@ impl FencedError {
                     .into(),
             ),
             FencedError::HeldForAnotherOwner { owner, .. } => Some(held_for(owner.as_deref())),
+            FencedError::PermitDeadlock { holders, .. } => Some(format!(
+                "{} This session waits for a permit, and a holder waits, directly or through \
+                 others, for a lock this session holds.",
+                holders_detail(holders)
+            )),
+            FencedError::PermitSelfWait { .. } => Some(
+                "Only this session could free one, and it would wait for itself: the permits \
+                 are held for other owners or at the other scope."
+                    .into(),
+            ),
             FencedError::RowNotUpdatable { .. } => Some(
                 "The row is visible to this role, and its fence does not refuse the token, but no \
                  UPDATE policy of the table admits it; nothing was written."
@@ -460,7 +491,12 @@ impl FencedError {
                  when no permit is free."
             }
             FencedError::InvalidArgument { hint, .. } => return hint.map(String::from),
-            FencedError::HeldForAnotherOwner { .. } => POOLER_HINT,
+            FencedError::HeldForAnotherOwner { .. } | FencedError::PermitSelfWait { .. } => {
+                POOLER_HINT
+            }
+            FencedError::PermitDeadlock { .. } => {
+                "Take keys and permits in one order in every transaction; retry the transaction."
+            }
             FencedError::Internal { .. } => {
                 "This is a bug in fenced_lock: please report it with the statement that failed."
             }

@@ -17,7 +17,8 @@ use crate::grants;
 use crate::locking::{
     current_grant, grant_token, key_forms, permit_argument, refuse_unusable_call,
 };
-use crate::locking::{take_session_sentinel, try_lock_exclusive, wait_in_line, Grant, Keyed, Wait};
+use crate::locking::{lock_table, same_tag, take_session_sentinel, try_lock_exclusive};
+use crate::locking::{wait_in_line, Grant, Keyed, Wait};
 use crate::stats::{self, Count};
 use crate::types::{required, LockKey, Lockable, Mode, NewGrant, Scope};
 use crate::wakeups;
@@ -101,12 +102,60 @@ unsafe extern "C-unwind" fn on_backend_exit(_code: i32, _arg: pg_sys::Datum) {
 /// lock manager would grant them again. Held as the lock manager says: a session permit that
 /// DISCARD ALL or pg_advisory_unlock_all released is free again (and forgotten).
 fn try_slots(key: LockKey, permits: u16, scope: Scope) -> Option<u16> {
-    let own: Vec<u16> = (grants::held_permit_slots(key).into_iter())
-        .filter(|&slot| current_grant(Lockable { key, permit: slot }).is_some())
-        .collect();
+    let own = own_slots(key);
     (1..=permits)
         .filter(|slot| !own.contains(slot))
         .find(|&slot| try_lock_exclusive(&key.permit_tag(slot), scope == Scope::Session))
+}
+
+/// The slots of `key` this backend holds, as the lock manager says.
+fn own_slots(key: LockKey) -> Vec<u16> {
+    (grants::held_permit_slots(key).into_iter())
+        .filter(|&slot| current_grant(Lockable { key, permit: slot }).is_some())
+        .collect()
+}
+
+/// Whether this backend, waiting for a permit of `key`, waits for itself: a holder of one of
+/// the `permits` slots waits in the lock manager, directly or through other backends, for a
+/// lock this backend holds. The lock manager's own detector cannot see the cycle, as the head
+/// of a permit line sleeps outside it.
+fn permit_deadlock(key: LockKey, permits: u16) -> Option<Vec<i32>> {
+    let me = unsafe { pg_sys::MyProcPid };
+    // Safety: nothing allocated in the context outlives it (the results are Rust vectors).
+    let mut context = pgrx::PgMemoryContexts::new("fenced_lock permit deadlock check");
+    unsafe {
+        context.switch_to(|_| {
+            let tags: Vec<pg_sys::LOCKTAG> =
+                (1..=permits).map(|slot| key.permit_tag(slot)).collect();
+            // The copy is read before the context goes.
+            let mut holders: Vec<i32> = lock_table()
+                .iter()
+                .filter(|lock| {
+                    lock.holdMask != 0 && tags.iter().any(|tag| same_tag(&lock.locktag, tag))
+                })
+                .map(|lock| lock.pid)
+                .filter(|&pid| pid != me && pid != 0)
+                .collect();
+            holders.sort_unstable();
+            holders.dedup();
+            let (mut seen, mut next) = (holders.clone(), holders.clone());
+            while let Some(pid) = next.pop() {
+                let blockers: Vec<i32> =
+                    pgrx::direct_function_call(pg_sys::pg_blocking_pids, &[pid.into_datum()])
+                        .unwrap_or_default();
+                for blocker in blockers {
+                    if blocker == me {
+                        return Some(holders);
+                    }
+                    if !seen.contains(&blocker) {
+                        seen.push(blocker);
+                        next.push(blocker);
+                    }
+                }
+            }
+            None
+        })
+    }
 }
 
 /// Takes a slot of `key`: at once when the line is empty and a slot free, else (unless
@@ -141,6 +190,24 @@ fn take_slot(key: LockKey, permits: u16, wait: Wait, scope: Scope) -> Option<u16
             (lock_timeout > 0).then_some(lock_timeout)
         }
     };
+    // A wait that only this backend could end is refused, not waited out.
+    let waits = !matches!(wait, Wait::AtMost { millis: 0, .. });
+    if waits
+        && own_slots(key)
+            .iter()
+            .filter(|&&slot| slot <= permits)
+            .count()
+            >= usize::from(permits)
+    {
+        if at_head_at_once {
+            leave_line();
+        }
+        FencedError::PermitSelfWait {
+            key,
+            permits: permits.into(),
+        }
+        .raise();
+    }
     // A wait's time counts however it ends: a grant, the own timeout, or an error.
     let in_line = at_head_at_once
         || pgrx::PgTryBuilder::new(|| wait_in_line(key, &queue, wait))
@@ -156,6 +223,10 @@ fn take_slot(key: LockKey, permits: u16, wait: Wait, scope: Scope) -> Option<u16
     }
     let deadline = timeout_ms.map(|ms| started + i64::from(ms) * 1000);
     let channel = wakeups::channel(key);
+    // Checked for a cycle after deadlock_timeout, as the lock manager checks its waiters, and
+    // again every deadlock_timeout while the wait goes on.
+    let deadlock_timeout_us = i64::from(unsafe { pg_sys::DeadlockTimeout }.max(1)) * 1000;
+    let mut deadlock_check_at = started.saturating_add(deadlock_timeout_us);
     let granted = loop {
         // Prepared before looking, so a release between the look and the sleep still wakes
         // this backend.
@@ -170,7 +241,21 @@ fn take_slot(key: LockKey, permits: u16, wait: Wait, scope: Scope) -> Option<u16
             }
             break slot;
         }
-        let sleep_ms = ((left_us.saturating_add(999)) / 1000).min(RECHECK_MS);
+        if now() >= deadlock_check_at {
+            if let Some(holders) = permit_deadlock(key, permits) {
+                if channel.is_some() {
+                    unsafe { pg_sys::ConditionVariableCancelSleep() };
+                }
+                stats::waited(key, started);
+                stats::one(key, Count::Deadlocks);
+                FencedError::PermitDeadlock { key, holders }.raise();
+            }
+            deadlock_check_at = now().saturating_add(deadlock_timeout_us);
+        }
+        let until_check_ms = ((deadlock_check_at - now()).max(0) + 999) / 1000;
+        let sleep_ms = ((left_us.saturating_add(999)) / 1000)
+            .min(RECHECK_MS)
+            .min(until_check_ms.max(1));
         wakeups::sleep(channel, sleep_ms, crate::compat::permit_wait_event());
     };
     leave_line();

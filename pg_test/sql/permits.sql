@@ -62,9 +62,12 @@ SELECT slot, token AS ta FROM acquire_fenced_permit_session_owned(7602, 1, 3, 'a
 SELECT slot AS slot_b, token AS tb FROM acquire_fenced_permit_session_owned(7602, 1, 3, 'b') \gset
 SELECT slot AS slot_c, token AS tc FROM try_acquire_fenced_permit_session(7602, 1, 3, 'c') \gset
 SELECT :slot AS slot_a, :slot_b AS slot_b, :slot_c AS slot_c, :ta < :tb AND :tb < :tc AS rising;
--- All three taken: the try and the timeout forms return no row (not a NULL row).
+-- All three taken: the try and the zero-timeout forms return no row (not a NULL row). All
+-- three by this session: a form that would wait is refused at once (55000), as only this
+-- session could free a permit (fourth review of 0.4.0, item 3: it waited for itself).
 SELECT count(*) AS try_rows FROM try_acquire_fenced_permit_session(7602, 1, 3, 'd');
 SELECT count(*) AS timeout_rows FROM acquire_fenced_permit_session_owned(7602, 1, 3, 'd', '20ms');
+\echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS zero_timeout_rows
   FROM acquire_fenced_permit_session_owned(7602, 1, 3, 'd', '0');
 -- An owner taking its key again gets its own row back.
