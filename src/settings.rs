@@ -225,8 +225,9 @@ pub fn define() {
         GucRegistry::define_int_guc(
             c"fenced_lock.stats_max_namespaces",
             c"(database, namespace) rows fenced_lock_stats keeps (needs preloading).",
-            c"A namespace counted after the table is full is counted in one row whose database \
-              and namespace are NULL. Rows stay until the server stops; each takes 200 bytes.",
+            c"One database takes at most half of them. A namespace counted beyond them is \
+              counted in one row whose database and namespace are NULL. A reset frees every \
+              row, dropping a database its rows; each takes 200 bytes.",
             &STATS_MAX_NAMESPACES,
             1,
             1_000_000,
@@ -236,8 +237,9 @@ pub fn define() {
         GucRegistry::define_int_guc(
             c"fenced_lock.stats_max_tables",
             c"(database, table, check) rows fenced_lock_refusals keeps (needs preloading).",
-            c"A table counted after the table is full is counted in one row whose database and \
-              table are NULL. Rows stay until the server stops; each takes 200 bytes.",
+            c"One database takes at most half of them. A table counted beyond them is counted \
+              in one row whose database and table are NULL. A reset frees every row, dropping a \
+              table or database its rows; each takes 200 bytes.",
             &STATS_MAX_TABLES,
             1,
             1_000_000,

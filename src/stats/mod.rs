@@ -2,10 +2,11 @@
 //! per database for what belongs to no namespace) and `fenced_lock_refusals` (per table and
 //! check), with `fenced_lock_stats_reset()`; and the refusal log.
 //!
-//! A backend counts into its own memory while a transaction runs and folds the counts into
-//! the shared tables when it ends (commit or abort), with atomic operations on entries it
-//! found once: the acquire path takes no lock and writes no shared memory for them.
-//! `fenced_lock.track = off` counts nothing.
+//! A backend counts into its own memory while a transaction runs (a hash map of the keys it
+//! counted in this transaction: constant time a count, nothing kept across transactions) and
+//! folds the counts into the shared tables when it ends (commit or abort): the acquire path
+//! takes no lock and touches no shared memory for them. `fenced_lock.track = off` counts
+//! nothing.
 
 mod shared;
 
@@ -14,10 +15,10 @@ use crate::settings;
 use crate::types::LockKey;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use rustc_hash::FxHashMap;
 pub use shared::STATS_PART;
-use shared::{EntryKey, Place, NAMESPACES, REFUSALS};
+use shared::{Counts, EntryKey, Place, NAMESPACES, REFUSALS};
 use std::cell::RefCell;
-use std::sync::atomic::Ordering;
 
 /// Counters per entry (the namespace table's; the refusal table uses the first few).
 pub const COUNTERS: usize = 23;
@@ -116,7 +117,7 @@ impl Checker {
 }
 
 /// Which shared table a count goes to: its place and how its counters fold.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {
     Namespaces,
     Refusals,
@@ -147,54 +148,15 @@ fn database() -> u32 {
     unsafe { pg_sys::MyDatabaseId }.to_u32()
 }
 
-/// One key this backend has counted: its shared entry (found once: entries live until the
-/// server stops), and the counts not yet folded into it, with the counters they touched.
-struct Counted {
-    kind: Kind,
-    key: EntryKey,
-    entry: usize,
+/// A key's counts in this transaction, with the counters they touched.
+struct Pending {
     values: [i64; COUNTERS],
     touched: u32,
 }
 
-/// Every key this backend has counted (kept, so that a key costs one search of the shared
-/// table per backend), which of them have counts to fold, and the last one counted (most
-/// calls count the same key as the call before).
-#[derive(Default)]
-struct Backend {
-    counted: Vec<Counted>,
-    to_fold: Vec<usize>,
-    last: usize,
-}
-
-impl Backend {
-    /// The position of `key` in `counted`, added (its shared entry found) when new.
-    fn position(&mut self, kind: Kind, key: EntryKey) -> usize {
-        let matches = |counted: &Counted| counted.kind == kind && counted.key == key;
-        if self.counted.get(self.last).is_some_and(matches) {
-            return self.last;
-        }
-        let at = self.counted.iter().position(matches).unwrap_or_else(|| {
-            let table = kind
-                .place()
-                .table()
-                .expect("counted only with shared memory");
-            self.counted.push(Counted {
-                kind,
-                key,
-                entry: table.index_of(key),
-                values: [0; COUNTERS],
-                touched: 0,
-            });
-            self.counted.len() - 1
-        });
-        self.last = at;
-        at
-    }
-}
-
 thread_local! {
-    static BACKEND: RefCell<Backend> = RefCell::new(Backend::default());
+    /// The counts of this transaction, not yet folded into shared memory.
+    static PENDING: RefCell<FxHashMap<(Kind, EntryKey), Pending>> = RefCell::new(FxHashMap::default());
 }
 
 /// Counting is on, and there is shared memory to count into.
@@ -203,12 +165,11 @@ fn counting() -> bool {
 }
 
 fn count_into(kind: Kind, key: EntryKey, number: usize, value: i64) {
-    BACKEND.with_borrow_mut(|backend| {
-        let at = backend.position(kind, key);
-        let counted = &mut backend.counted[at];
-        if counted.touched == 0 {
-            backend.to_fold.push(at);
-        }
+    PENDING.with_borrow_mut(|pending| {
+        let counted = pending.entry((kind, key)).or_insert(Pending {
+            values: [0; COUNTERS],
+            touched: 0,
+        });
         let slot = &mut counted.values[number];
         *slot = match kind.folds()[number] {
             Fold::Sum => *slot + value,
@@ -333,24 +294,14 @@ pub fn refused(check: Checker, relation: pg_sys::Oid, stale: &StaleToken) {
     if !settings::log_refusals() {
         return;
     }
-    // Without shared memory there is nothing to limit the rate with: every refusal is a line.
-    let unlogged = match REFUSALS.table() {
+    // Limited per table and check, whatever row counts them ("other" too); without shared
+    // memory there is nothing to limit the rate with: every refusal is a line.
+    let unlogged = match shared::log_limits() {
         None => 0,
-        Some(table) => {
-            let entry = table.entry(entry_of(Kind::Refusals, key));
-            let last = entry.logged_at.load(Ordering::Relaxed);
-            let due = now - last >= LOG_INTERVAL_MICROS;
-            if !due
-                || entry
-                    .logged_at
-                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_err()
-            {
-                entry.unlogged.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            entry.unlogged.swap(0, Ordering::Relaxed)
-        }
+        Some(limits) => match limits.due(key, now, LOG_INTERVAL_MICROS) {
+            Some(unlogged) => unlogged,
+            None => return,
+        },
     };
     let offered = stale
         .offered
@@ -379,37 +330,28 @@ pub fn refused(check: Checker, relation: pg_sys::Oid, stale: &StaleToken) {
 /// The refusal log writes at most one line per table and check this often.
 const LOG_INTERVAL_MICROS: i64 = 1_000_000;
 
-/// The index of `key`'s shared entry.
-fn entry_of(kind: Kind, key: EntryKey) -> usize {
-    BACKEND.with_borrow_mut(|backend| {
-        let at = backend.position(kind, key);
-        backend.counted[at].entry
-    })
-}
-
-/// Folds this backend's counts into shared memory (at every transaction's end).
+/// Folds this transaction's counts into shared memory (at every transaction's end).
 fn fold_pending() {
-    take_pending(|counted| {
-        if let Some(table) = counted.kind.place().table() {
-            table.fold(
-                counted.entry,
-                counted.kind.folds(),
-                &counted.values,
-                counted.touched,
-            );
+    let pending = PENDING.with_borrow_mut(std::mem::take);
+    if pending.is_empty() {
+        return;
+    }
+    for kind in [Kind::Namespaces, Kind::Refusals] {
+        let Some(table) = kind.place().table() else {
+            continue;
+        };
+        let counts: Vec<Counts> = (pending.iter())
+            .filter(|((of, _), _)| *of == kind)
+            .map(|((_, key), counted)| Counts {
+                key: *key,
+                values: &counted.values,
+                touched: counted.touched,
+            })
+            .collect();
+        if !counts.is_empty() {
+            table.fold_all(kind.folds(), &counts);
         }
-    });
-}
-
-/// Hands each key's counts not yet folded to `with`, then zeroes them.
-fn take_pending(mut with: impl FnMut(&Counted)) {
-    BACKEND.with_borrow_mut(|backend| {
-        for at in backend.to_fold.drain(..) {
-            let counted = &mut backend.counted[at];
-            with(counted);
-            (counted.values, counted.touched) = ([0; COUNTERS], 0);
-        }
-    });
+    }
 }
 
 #[pg_guard]
@@ -460,20 +402,25 @@ fn sees_every_database() -> bool {
 /// (database, object, detail), the first `width` counters, and those of them at `times` as
 /// timestamps (NULL for never).
 fn visible_rows(
-    table: &shared::Table,
+    kind: Kind,
     width: usize,
     times: &[usize],
 ) -> Vec<(EntryKey, Vec<i64>, Vec<Option<TimestampWithTimeZone>>)> {
-    let every = sees_every_database();
+    let table = kind.place().table().expect("tables() found it");
     let own = database();
-    table
-        .claimed()
+    // Rows of what is gone are freed first: of a dropped database, and (what only this
+    // database's catalog can tell) of a dropped table of this database.
+    table.free(|[database, object, _]| {
+        !exists(pg_sys::SysCacheIdentifier::DATABASEOID, database)
+            || (kind == Kind::Refusals
+                && database == own
+                && !exists(pg_sys::SysCacheIdentifier::RELOID, object))
+    });
+    let every = sees_every_database();
+    (table.rows().into_iter())
         .filter(|(key, _)| every || key[0] == own)
-        .map(|(key, entry)| {
-            let counters: Vec<i64> = entry.counters[..width]
-                .iter()
-                .map(|counter| counter.load(Ordering::Relaxed))
-                .collect();
+        .map(|(key, counters)| {
+            let counters = counters[..width].to_vec();
             let times = times
                 .iter()
                 .map(|&at| {
@@ -485,6 +432,15 @@ fn visible_rows(
             (key, counters, times)
         })
         .collect()
+}
+
+/// Whether the catalog `cache` has a row of `oid` (0: the key of no object, kept).
+fn exists(cache: pg_sys::SysCacheIdentifier::Type, oid: u32) -> bool {
+    let zero = pg_sys::Datum::from(0);
+    oid == 0
+        || unsafe {
+            pg_sys::SearchSysCacheExists(cache as _, pg_sys::Datum::from(oid), zero, zero, zero)
+        }
 }
 
 fn timestamp(micros: i64) -> Option<TimestampWithTimeZone> {
@@ -509,13 +465,13 @@ fn fenced_lock_stats_rows() -> TableIterator<
     let (namespaces, _) = tables("fenced_lock_stats");
     let reset = timestamp(namespaces.reset_at());
     let times = [Count::LastSkipAt as usize, Count::LastAdvanceAt as usize];
-    let rows = visible_rows(namespaces, COUNTERS, &times).into_iter().map(
-        move |([database, object, detail], counters, times)| {
+    let rows = visible_rows(Kind::Namespaces, COUNTERS, &times)
+        .into_iter()
+        .map(move |([database, object, detail], counters, times)| {
             let dbid = (database != 0).then(|| pg_sys::Oid::from(database));
             let ns = (detail == NAMESPACE_ROW).then_some(object as i32);
             (dbid, ns, counters, times, reset)
-        },
-    );
+        });
     TableIterator::new(rows.collect::<Vec<_>>())
 }
 
@@ -541,7 +497,7 @@ fn fenced_lock_refusal_rows() -> TableIterator<
         RefusalCount::LastRefusedAt as usize,
         RefusalCount::LastAcceptedAt as usize,
     ];
-    let rows = visible_rows(refusals, REFUSAL_FOLDS.len(), &times)
+    let rows = visible_rows(Kind::Refusals, REFUSAL_FOLDS.len(), &times)
         .into_iter()
         .map(move |([database, relation, check], counters, times)| {
             let check = Checker::ALL.into_iter().find(|c| *c as u32 == check);
@@ -557,13 +513,13 @@ fn fenced_lock_refusal_rows() -> TableIterator<
     TableIterator::new(rows.collect::<Vec<_>>())
 }
 
-/// Zeroes every counter of both views, in every database; when. For the extension's owner
-/// (EXECUTE is revoked from PUBLIC; it can be granted).
+/// Frees every row of both views (and zeroes "other"), in every database; when. For the
+/// extension's owner (EXECUTE is revoked from PUBLIC; it can be granted).
 #[pg_extern(volatile, parallel_unsafe)]
 fn fenced_lock_stats_reset() -> Option<TimestampWithTimeZone> {
     let (namespaces, refusals) = tables("fenced_lock_stats");
     // This backend's own counts so far go with the rest.
-    take_pending(|_| {});
+    PENDING.with_borrow_mut(|pending| pending.clear());
     let now = unsafe { pg_sys::GetCurrentTimestamp() };
     namespaces.reset(now);
     refusals.reset(now);

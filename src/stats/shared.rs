@@ -1,40 +1,73 @@
-//! The two counter tables in shared memory (namespaces, refusals), when preloaded. An entry
-//! is claimed once per key, under the table's LWLock, and kept until the server stops (a
-//! reset zeroes its counters, not its key); its counters are atomics, folded into without a
-//! lock. Entry 0 of each table counts every key that found the table full ("other").
+//! The two counter tables in shared memory (namespaces, refusals), when preloaded, and the
+//! refusal log's limits. A key's entry is found through a hash index (open addressing over
+//! entry numbers) under the table's LWLock, shared for a lookup and a fold, exclusive to
+//! claim an entry or free some: a backend keeps no entry number across its transactions, so
+//! entries can be freed and the table compacted at any time. Entry 0 of each table counts every
+//! key that found no entry ("other"): the table was full, or the key's database had its share.
 //!
-//! A clean shutdown writes both tables to `pg_stat/fenced_lock.stat` (as pg_stat_statements
-//! keeps its own file); the next start reads it back and removes it, so a crash (which
-//! writes nothing) starts from zero, as PostgreSQL's own statistics do.
+//! A database claims at most half of a table's entries, so that no role that can connect fills
+//! the table for every other database. A reset frees every entry; rows of dropped databases
+//! (and of dropped tables of the database that reads them) are freed when a view is read.
+//!
+//! A clean shutdown writes both tables' entries with counts to `pg_stat/fenced_lock.stat` (as
+//! pg_stat_statements keeps its own file); the next start reads it back and removes it, so a
+//! crash (which writes nothing) starts from zero, as PostgreSQL's own statistics do.
 
 use super::{Fold, COUNTERS};
 use crate::shmem::{LwLockGuard, Part};
 use pgrx::pg_sys;
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
-/// The key of an entry: (database, object, detail), all 0 while the entry is free.
+/// The key of an entry: (database, object, detail).
 pub type EntryKey = [u32; 3];
 
 #[repr(C)]
 pub struct Entry {
     key: [AtomicU32; 3],
     pub counters: [AtomicI64; COUNTERS],
-    /// When the refusal log last wrote a line for this entry (`log.rs`), and how many
-    /// refusals it did not write since.
-    pub logged_at: AtomicI64,
-    pub unlogged: AtomicI64,
 }
 
+impl Entry {
+    fn key(&self) -> EntryKey {
+        self.key.each_ref().map(|word| word.load(Ordering::Relaxed))
+    }
+
+    fn set(&self, key: EntryKey, counters: &[i64; COUNTERS]) {
+        for (word, value) in self.key.iter().zip(key) {
+            word.store(value, Ordering::Relaxed);
+        }
+        for (counter, &value) in self.counters.iter().zip(counters) {
+            counter.store(value, Ordering::Relaxed);
+        }
+    }
+
+    fn counts(&self) -> [i64; COUNTERS] {
+        self.counters
+            .each_ref()
+            .map(|counter| counter.load(Ordering::Relaxed))
+    }
+}
+
+/// One table: `capacity` entries (entry 0 is "other"), then `buckets` (a power of two, at least
+/// twice the capacity) entry numbers + 1, 0 for an empty bucket.
 #[repr(C)]
 pub struct Table {
     lock: *mut pg_sys::LWLock,
     capacity: u32,
-    /// Entries claimed (entry 0, "other", from the start); published with release order
-    /// after the entry's key is written.
+    buckets: u32,
+    /// Entries in use, "other" included; changed only under the exclusive lock.
     used: AtomicU32,
     reset_at: AtomicI64,
     entries: [Entry; 0],
+}
+
+/// A backend's counts of one key, to fold into its entry.
+pub struct Counts<'a> {
+    pub key: EntryKey,
+    pub values: &'a [i64; COUNTERS],
+    /// The counters `values` set.
+    pub touched: u32,
 }
 
 impl Table {
@@ -42,51 +75,128 @@ impl Table {
         unsafe { std::slice::from_raw_parts(self.entries.as_ptr(), self.capacity as usize) }
     }
 
-    /// The entries claimed so far, with their keys.
-    pub fn claimed(&self) -> impl Iterator<Item = (EntryKey, &Entry)> {
-        let used = self.used.load(Ordering::Acquire) as usize;
-        self.entries()[..used].iter().map(|entry| {
-            (
-                entry.key.each_ref().map(|k| k.load(Ordering::Relaxed)),
-                entry,
-            )
-        })
+    fn bucket_array(&self) -> &[AtomicU32] {
+        unsafe {
+            let after = self.entries.as_ptr().add(self.capacity as usize);
+            std::slice::from_raw_parts(after.cast::<AtomicU32>(), self.buckets as usize)
+        }
     }
 
-    pub fn entry(&self, index: usize) -> &Entry {
-        &self.entries()[index]
+    /// The bucket a probe for `key` starts at.
+    fn home(&self, key: EntryKey) -> usize {
+        key_hash(key) as usize & (self.buckets as usize - 1)
     }
 
-    /// The index of `key`'s entry, claimed now if it has none; 0 ("other") when full.
-    pub fn index_of(&self, key: EntryKey) -> usize {
-        let find = |table: &Table| table.claimed().position(|(claimed, _)| claimed == key);
-        if let Some(index) = find(self) {
-            return index;
+    /// The entry of `key`, if it has one. Under the lock (either mode).
+    fn find(&self, key: EntryKey) -> Option<usize> {
+        let (buckets, entries) = (self.bucket_array(), self.entries());
+        let mask = buckets.len() - 1;
+        let mut at = self.home(key);
+        loop {
+            match buckets[at].load(Ordering::Relaxed) {
+                0 => return None,
+                number if entries[number as usize - 1].key() == key => {
+                    return Some(number as usize - 1)
+                }
+                _ => at = (at + 1) & mask,
+            }
         }
-        let _claiming = LwLockGuard::acquire(self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        if let Some(index) = find(self) {
-            return index;
+    }
+
+    /// Gives `key` entry `index` in the hash index. Under the exclusive lock.
+    fn index(&self, key: EntryKey, index: usize) {
+        let buckets = self.bucket_array();
+        let mask = buckets.len() - 1;
+        let mut at = self.home(key);
+        while buckets[at].load(Ordering::Relaxed) != 0 {
+            at = (at + 1) & mask;
         }
+        buckets[at].store(index as u32 + 1, Ordering::Relaxed);
+    }
+
+    /// A new entry for `key` with `counters`, or None when the table is full or the key's
+    /// database has its share (`database_rows` of them already, counted by the caller). Under
+    /// the exclusive lock.
+    fn claim(
+        &self,
+        key: EntryKey,
+        counters: &[i64; COUNTERS],
+        database_rows: u32,
+    ) -> Option<usize> {
         let used = self.used.load(Ordering::Relaxed);
-        if used >= self.capacity {
-            return 0;
+        if used >= self.capacity || database_rows >= self.database_share() {
+            return None;
         }
-        let entry = &self.entries()[used as usize];
-        for (word, value) in entry.key.iter().zip(key) {
-            word.store(value, Ordering::Relaxed);
-        }
-        self.used.store(used + 1, Ordering::Release);
-        used as usize
+        self.entries()[used as usize].set(key, counters);
+        self.index(key, used as usize);
+        self.used.store(used + 1, Ordering::Relaxed);
+        Some(used as usize)
     }
 
-    /// Adds `values` (the counters marked in `set`) to entry `index` as `folds` say.
-    pub fn fold(&self, index: usize, folds: &[Fold], values: &[i64; COUNTERS], set: u32) {
-        let entry = self.entry(index);
+    /// The entries one database may claim: half of the table (at least one).
+    fn database_share(&self) -> u32 {
+        ((self.capacity - 1) / 2).max(1)
+    }
+
+    /// Entries in use by `database`. Under the lock.
+    fn rows_of(&self, database: u32) -> u32 {
+        let used = self.used.load(Ordering::Relaxed) as usize;
+        self.entries()[1..used]
+            .iter()
+            .filter(|entry| entry.key[0].load(Ordering::Relaxed) == database)
+            .count() as u32
+    }
+
+    /// Folds each of `counts` into its key's entry (claimed now if it has none; "other" when
+    /// none can be claimed), as `folds` say.
+    pub fn fold_all(&self, folds: &[Fold], counts: &[Counts]) {
+        let mut unfound = Vec::new();
+        {
+            let _shared = LwLockGuard::acquire(self.lock, pg_sys::LWLockMode::LW_SHARED);
+            let full = self.used.load(Ordering::Relaxed) >= self.capacity;
+            for (number, one) in counts.iter().enumerate() {
+                match self.find(one.key) {
+                    Some(index) => self.fold(index, folds, one),
+                    // Nothing could be claimed: straight to "other", with no exclusive lock.
+                    None if full => self.fold(0, folds, one),
+                    None => unfound.push(number),
+                }
+            }
+        }
+        if unfound.is_empty() {
+            return;
+        }
+        let _exclusive = LwLockGuard::acquire(self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let mut database_rows: Vec<(u32, u32)> = Vec::new();
+        for number in unfound {
+            let one = &counts[number];
+            let index = self.find(one.key).unwrap_or_else(|| {
+                let database = one.key[0];
+                let at = match database_rows.iter().position(|&(db, _)| db == database) {
+                    Some(at) => at,
+                    None => {
+                        database_rows.push((database, self.rows_of(database)));
+                        database_rows.len() - 1
+                    }
+                };
+                let claimed = self.claim(one.key, &[0; COUNTERS], database_rows[at].1);
+                if claimed.is_some() {
+                    database_rows[at].1 += 1;
+                }
+                claimed.unwrap_or(0)
+            });
+            self.fold(index, folds, one);
+        }
+    }
+
+    /// Adds `counts` (the counters it touched) to entry `index` as `folds` say.
+    fn fold(&self, index: usize, folds: &[Fold], counts: &Counts) {
+        let entry = &self.entries()[index];
         for (number, fold) in folds.iter().enumerate() {
-            if set & (1 << number) == 0 {
+            if counts.touched & (1 << number) == 0 {
                 continue;
             }
-            let (counter, value) = (&entry.counters[number], values[number]);
+            let (counter, value) = (&entry.counters[number], counts.values[number]);
             match fold {
                 Fold::Sum => counter.fetch_add(value, Ordering::Relaxed),
                 Fold::Max => counter.fetch_max(value, Ordering::Relaxed),
@@ -95,21 +205,148 @@ impl Table {
         }
     }
 
-    /// Zeroes every counter (keys stay) and records when.
+    /// Every entry in use, "other" first: its key and counters, copied under the shared lock.
+    pub fn rows(&self) -> Vec<(EntryKey, [i64; COUNTERS])> {
+        let _shared = LwLockGuard::acquire(self.lock, pg_sys::LWLockMode::LW_SHARED);
+        let used = self.used.load(Ordering::Relaxed) as usize;
+        (self.entries()[..used].iter())
+            .map(|entry| (entry.key(), entry.counts()))
+            .collect()
+    }
+
+    /// Frees the entries of the keys `gone` says are gone (never "other"), moving the others
+    /// together and indexing them anew.
+    pub fn free(&self, gone: impl Fn(EntryKey) -> bool) {
+        let _exclusive = LwLockGuard::acquire(self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let used = self.used.load(Ordering::Relaxed) as usize;
+        let kept: Vec<(EntryKey, [i64; COUNTERS])> = (self.entries()[1..used].iter())
+            .map(|entry| (entry.key(), entry.counts()))
+            .filter(|&(key, _)| !gone(key))
+            .collect();
+        if kept.len() + 1 == used {
+            return;
+        }
+        self.rebuild(&kept);
+    }
+
+    /// The table holding "other" (its counters as they are) and `kept`, in that order. Under
+    /// the exclusive lock.
+    fn rebuild(&self, kept: &[(EntryKey, [i64; COUNTERS])]) {
+        let used = self.used.load(Ordering::Relaxed) as usize;
+        for (entry, (key, counters)) in self.entries()[1..].iter().zip(kept) {
+            entry.set(*key, counters);
+        }
+        for entry in &self.entries()[1 + kept.len()..used] {
+            entry.set([0; 3], &[0; COUNTERS]);
+        }
+        for bucket in self.bucket_array() {
+            bucket.store(0, Ordering::Relaxed);
+        }
+        for (index, (key, _)) in kept.iter().enumerate() {
+            self.index(*key, index + 1);
+        }
+        self.used.store(1 + kept.len() as u32, Ordering::Relaxed);
+    }
+
+    /// Frees every entry, zeroes "other", and records when.
     pub fn reset(&self, at: pg_sys::TimestampTz) {
-        self.claimed()
-            .flat_map(|(_, entry)| entry.counters.iter())
-            .for_each(|counter| counter.store(0, Ordering::Relaxed));
+        let _exclusive = LwLockGuard::acquire(self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        self.entries()[0].set(OTHER, &[0; COUNTERS]);
+        self.rebuild(&[]);
         self.reset_at.store(at, Ordering::Relaxed);
     }
 
     pub fn reset_at(&self) -> pg_sys::TimestampTz {
         self.reset_at.load(Ordering::Relaxed)
     }
+
+    /// Adds `counters` to `key`'s entry (claimed if it has none, else "other"), as they are:
+    /// restoring the file, whatever each counter's fold.
+    fn restore(&self, key: EntryKey, counters: &[i64; COUNTERS]) {
+        let _exclusive = LwLockGuard::acquire(self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let index = match key {
+            OTHER => 0,
+            key => (self.find(key))
+                .or_else(|| self.claim(key, &[0; COUNTERS], self.rows_of(key[0])))
+                .unwrap_or(0),
+        };
+        for (counter, &value) in self.entries()[index].counters.iter().zip(counters) {
+            counter.fetch_add(value, Ordering::Relaxed);
+        }
+    }
 }
 
-/// The key of entry 0, counting every key that found its table full.
+/// The hash of an entry's key, for the tables' index and the refusal log's slots.
+fn key_hash(key: EntryKey) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(key)
+}
+
+/// The key of entry 0, counting every key that found no entry.
 pub const OTHER: EntryKey = [0, 0, u32::MAX];
+
+/// The refusal log's limit, one line a second per (database, table, check): slots found by
+/// the key's hash, each taken by the key that last logged there. Two keys that share a slot
+/// both log more often, never less. No lock: a race between two refusals of one key can log
+/// one line more.
+#[repr(C)]
+pub struct LogLimits {
+    slots: [LogSlot; LOG_SLOTS],
+}
+
+#[repr(C)]
+struct LogSlot {
+    /// The key's hash (never 0), or 0 for a slot never used.
+    key: AtomicU64,
+    logged_at: AtomicI64,
+    unlogged: AtomicI64,
+}
+
+const LOG_SLOTS: usize = 4096;
+
+impl LogLimits {
+    /// Whether a refusal of `key` at `now` is logged (at most one line per key every
+    /// `interval`), and if so how many it stands for that were not; None: not logged.
+    pub fn due(&self, key: EntryKey, now: i64, interval: i64) -> Option<i64> {
+        let hash = key_hash(key).max(1);
+        let slot = &self.slots[hash as usize % LOG_SLOTS];
+        let owner = slot.key.load(Ordering::Relaxed);
+        if owner != hash {
+            // The key's first line here (or the slot was another key's): logged.
+            if slot
+                .key
+                .compare_exchange(owner, hash, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                slot.logged_at.store(now, Ordering::Relaxed);
+                slot.unlogged.store(0, Ordering::Relaxed);
+            }
+            return Some(0);
+        }
+        let last = slot.logged_at.load(Ordering::Relaxed);
+        let logged = now - last >= interval
+            && (slot.logged_at)
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok();
+        match logged {
+            true => Some(slot.unlogged.swap(0, Ordering::Relaxed)),
+            false => {
+                slot.unlogged.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+}
+
+static LOG_LIMITS: std::sync::atomic::AtomicPtr<LogLimits> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// The refusal log's limits, or None when fenced_lock was not preloaded.
+pub fn log_limits() -> Option<&'static LogLimits> {
+    unsafe { LOG_LIMITS.load(Ordering::Relaxed).as_ref() }
+}
+
+const LOG_LIMITS_NAME: &core::ffi::CStr = c"fenced_lock refusal log";
 
 /// One table's place in shared memory: its name, its tranche and its capacity (a setting).
 pub struct Place {
@@ -132,9 +369,17 @@ impl Place {
         unsafe { self.table.load(Ordering::Relaxed).as_ref() }
     }
 
+    /// Entries ("other" besides the setting's) and buckets.
+    fn shape(&self) -> (u32, u32) {
+        let capacity = (self.capacity)() + 1;
+        (capacity, (capacity * 2).next_power_of_two())
+    }
+
     fn size(&self) -> usize {
-        // "other" besides the setting's entries.
-        std::mem::size_of::<Table>() + ((self.capacity)() as usize + 1) * size_of::<Entry>()
+        let (capacity, buckets) = self.shape();
+        std::mem::size_of::<Table>()
+            + capacity as usize * size_of::<Entry>()
+            + buckets as usize * size_of::<AtomicU32>()
     }
 
     fn request(&self) {
@@ -152,12 +397,9 @@ impl Place {
             if !found {
                 std::ptr::write_bytes(table as *mut u8, 0, self.size());
                 (*table).lock = &raw mut (*pg_sys::GetNamedLWLockTranche(self.name.as_ptr())).lock;
-                (*table).capacity = (self.capacity)() + 1;
+                ((*table).capacity, (*table).buckets) = self.shape();
                 (*table).reset_at = AtomicI64::new(pg_sys::GetCurrentTimestamp());
-                let other = &(*table).entries()[0];
-                for (word, value) in other.key.iter().zip(OTHER) {
-                    word.store(value, Ordering::Relaxed);
-                }
+                (*table).entries()[0].set(OTHER, &[0; COUNTERS]);
                 (*table).used = AtomicU32::new(1);
             }
             self.table.store(table, Ordering::Relaxed);
@@ -178,12 +420,25 @@ pub const STATS_PART: Part = Part {
     request: || {
         [&NAMESPACES, &REFUSALS]
             .iter()
-            .for_each(|place| place.request())
+            .for_each(|place| place.request());
+        unsafe { pg_sys::RequestAddinShmemSpace(size_of::<LogLimits>()) };
     },
     place: || {
         [&NAMESPACES, &REFUSALS]
             .iter()
             .for_each(|place| place.place());
+        unsafe {
+            let mut found = false;
+            let limits = pg_sys::ShmemInitStruct(
+                LOG_LIMITS_NAME.as_ptr(),
+                size_of::<LogLimits>(),
+                &mut found,
+            ) as *mut LogLimits;
+            if !found {
+                std::ptr::write_bytes(limits as *mut u8, 0, size_of::<LogLimits>());
+            }
+            LOG_LIMITS.store(limits, Ordering::Relaxed);
+        }
         if !unsafe { pg_sys::IsUnderPostmaster } {
             read_file();
             unsafe { pg_sys::on_shmem_exit(Some(write_file), pg_sys::Datum::from(0)) };
@@ -207,13 +462,17 @@ unsafe extern "C-unwind" fn write_file(code: i32, _arg: pg_sys::Datum) {
     let mut bytes = MAGIC.to_le_bytes().to_vec();
     for place in [&NAMESPACES, &REFUSALS] {
         let Some(table) = place.table() else { return };
-        let claimed: Vec<_> = table.claimed().collect();
+        // Rows with nothing counted are not kept: they would take entries back for nothing.
+        let rows: Vec<_> = (table.rows().into_iter())
+            .filter(|(_, counters)| counters.iter().any(|&counter| counter != 0))
+            .collect();
         bytes.extend(table.reset_at().to_le_bytes());
-        bytes.extend((claimed.len() as u32).to_le_bytes());
-        for (key, entry) in claimed {
+        bytes.extend((rows.len() as u32).to_le_bytes());
+        for (key, counters) in rows {
             key.iter().for_each(|word| bytes.extend(word.to_le_bytes()));
-            (entry.counters.iter())
-                .for_each(|counter| bytes.extend(counter.load(Ordering::Relaxed).to_le_bytes()));
+            counters
+                .iter()
+                .for_each(|counter| bytes.extend(counter.to_le_bytes()));
         }
     }
     let temporary = format!("{FILE}.tmp");
@@ -297,10 +556,7 @@ fn restore(bytes: &[u8]) -> Option<()> {
         table.reset_at.store(reset_at, Ordering::Relaxed);
         for (key, counters) in entries {
             // Into empty counters: as the file has them, whatever their fold.
-            let entry = table.entry(table.index_of(key));
-            for (counter, value) in entry.counters.iter().zip(counters) {
-                counter.fetch_add(value, Ordering::Relaxed);
-            }
+            table.restore(key, &counters);
         }
     }
     Some(())
