@@ -561,3 +561,22 @@ fn restore(bytes: &[u8]) -> Option<()> {
     }
     Some(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_key_logs_a_line_a_second_that_counts_the_refusals_it_did_not_log() {
+        // Safety: all-zero is the state ShmemInitStruct's caller leaves the slots in.
+        let limits: Box<LogLimits> = unsafe { Box::new(std::mem::zeroed()) };
+        let (old, new) = ([1, 10, 1], [1, 11, 1]);
+        assert_eq!(limits.due(old, 0, 1000), Some(0));
+        assert_eq!(limits.due(new, 10, 1000), Some(0), "another table: a line of its own");
+        assert_eq!(limits.due(old, 20, 1000), None);
+        assert_eq!(limits.due(old, 30, 1000), None);
+        assert_eq!(limits.due(new, 40, 1000), None);
+        assert_eq!(limits.due(old, 1000, 1000), Some(2));
+        assert_eq!(limits.due(new, 1010, 1000), Some(1));
+    }
+}
