@@ -19,10 +19,10 @@
 //!   deferred checks; CHECK constraints; stored generated columns; columns the lease functions
 //!   do not know that have a default or NOT NULL; NOT NULL on the key's text.
 //! - **The sweep.** A release deletes its row; long-expired rows (and released ones, owner
-//!   NULL, that releases before 0.4.0 left) are deleted as a transaction that took a
-//!   first lease commits (never in one that is prepared), so no open transaction holds them
-//!   and no other session's call waits on the outcome; the sweep reads without an MVCC
-//!   snapshot (no SSI predicate lock) and deletes only committed rows no transaction is
+//!   NULL, that releases before 0.4.0 left) are deleted as a transaction that took a first
+//!   lease commits (never in one that is prepared or serializable), so no open transaction
+//!   holds them and no other session's call waits on the outcome; the sweep reads without an
+//!   MVCC snapshot (no SSI predicate lock) and deletes only committed rows no transaction is
 //!   changing.
 
 use crate::compat::{self, IndexEntries};
@@ -870,10 +870,15 @@ unsafe extern "C-unwind" fn on_transaction_end(
         event,
         XACT_EVENT_PRE_COMMIT | XACT_EVENT_PRE_PREPARE | XACT_EVENT_ABORT
     );
+    // A serializable transaction's deletes would take part in its read/write dependencies
+    // (SSI): another serializable transaction that read a swept row could make this one's
+    // COMMIT fail with 40001 over rows it never looked at.
+    let serializable = unsafe { pg_sys::XactIsoLevel } == pg_sys::XACT_SERIALIZABLE as i32;
     match (ending.then(|| SWEEP_AT_COMMIT.take()).flatten(), event) {
-        (Some(table), XACT_EVENT_PRE_COMMIT) => sweep(table),
-        // A prepared transaction would hold the deleted rows until COMMIT PREPARED: it does
-        // not sweep (nor one that aborts), and the backend's next first lease does instead.
+        (Some(table), XACT_EVENT_PRE_COMMIT) if !serializable => sweep(table),
+        // A prepared transaction would hold the deleted rows until COMMIT PREPARED, and a
+        // serializable one would depend on them: neither sweeps (nor one that aborts), and the
+        // backend's next first lease does instead.
         (Some(_), _) => SWEEPS.set(Sweeps {
             first_leases: 0,
             ..SWEEPS.get()

@@ -572,7 +572,11 @@ mod tests {
         let limits: Box<LogLimits> = unsafe { Box::new(std::mem::zeroed()) };
         let (old, new) = ([1, 10, 1], [1, 11, 1]);
         assert_eq!(limits.due(old, 0, 1000), Some(0));
-        assert_eq!(limits.due(new, 10, 1000), Some(0), "another table: a line of its own");
+        assert_eq!(
+            limits.due(new, 10, 1000),
+            Some(0),
+            "another table: a line of its own"
+        );
         assert_eq!(limits.due(old, 20, 1000), None);
         assert_eq!(limits.due(old, 30, 1000), None);
         assert_eq!(limits.due(new, 40, 1000), None);
