@@ -179,14 +179,15 @@ BEGIN;
 SELECT acquire_fenced(4205, 1) > 0 AS counted_elsewhere;
 COMMIT;
 \c :regress_database
-CREATE ROLE stats_snoop;
-DO $$ BEGIN EXECUTE format('GRANT CREATE ON DATABASE %I TO stats_snoop', current_database()); END $$;
--- (A trusted extension the major ships: pg_trgm, or pgvector in the PostgreSQL 16 used here.)
+-- The extension: one the major ships (pg_trgm, or pgvector in the PostgreSQL 16 used here),
+-- given to the role as CREATE EXTENSION of a trusted one would.
 SELECT min(name) AS own_extension FROM pg_available_extensions
  WHERE name IN ('pg_trgm', 'vector') \gset
-SET ROLE stats_snoop;
-CREATE SCHEMA snoop;
+CREATE ROLE stats_snoop;
+CREATE SCHEMA snoop AUTHORIZATION stats_snoop;
 CREATE EXTENSION :"own_extension" SCHEMA snoop;
+UPDATE pg_extension SET extowner = 'stats_snoop'::regrole WHERE extname = :'own_extension';
+SET ROLE stats_snoop;
 SELECT format('CREATE FUNCTION snoop.name_eq(name, name) RETURNS boolean LANGUAGE sql IMMUTABLE
                    AS $f$ SELECT $1::text OPERATOR(pg_catalog.=) %L $f$', :'own_extension')
     AS snoop_function \gset
@@ -196,10 +197,9 @@ SET search_path = snoop, pg_catalog, public;
 SELECT count(*) FILTER (WHERE database OPERATOR(pg_catalog.<>) current_database()) AS other_databases
   FROM public.fenced_lock_stats;
 RESET search_path;
+RESET ROLE;
 DROP EXTENSION :"own_extension";
 DROP SCHEMA snoop CASCADE;
-RESET ROLE;
-DO $$ BEGIN EXECUTE format('REVOKE CREATE ON DATABASE %I FROM stats_snoop', current_database()); END $$;
 DROP ROLE stats_snoop;
 SELECT count(*) FILTER (WHERE database = 'fenced_lock_stats_elsewhere') AS seen_by_superuser
   FROM fenced_lock_stats;
