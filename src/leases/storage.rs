@@ -903,7 +903,14 @@ fn sweep(table: pg_sys::Oid) {
         unsafe { pg_sys::RelationGetNumberOfBlocksInFork(heap, pg_sys::ForkNumber::MAIN_FORKNUM) };
     let sweeps = SWEEPS.get();
     let start = match pages > SWEEP_PAGES {
-        true => (sweeps.next_page).unwrap_or(unsafe { pg_sys::MyProcPid } as u32) % pages,
+        // After the table's last page, the first: a window cut short at the end and carried
+        // on modulo the size would skip the first pages of that pass, and a growing table
+        // could keep skipping the same ones.
+        true => match sweeps.next_page {
+            Some(next) if next < pages => next,
+            Some(_) => 0,
+            None => (unsafe { pg_sys::MyProcPid }) as u32 % pages,
+        },
         false => 0,
     };
     let retired_before = unguarded::now() - RETENTION_US;
