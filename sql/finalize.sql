@@ -28,7 +28,7 @@ SELECT r.ns,
        a.query,
        r.mode,
        r.slot
-  FROM @extschema@.fenced_lock_rows() r
+  FROM fenced_lock_internal.fenced_lock_rows() r
   LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = r.ns
   LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = r.pid;
 
@@ -55,7 +55,7 @@ SELECT l.ns,
        l.expires_at,
        l.expires_at <= pg_catalog.clock_timestamp() AS expired,
        l.lock_delay,
-       @extschema@.fenced_lease_available_at(l.expires_at, l.lock_delay) AS available_at,
+       fenced_lock_internal.fenced_lease_available_at(l.expires_at, l.lock_delay) AS available_at,
        l.slot
   FROM @extschema@.fenced_lease_state l
   LEFT JOIN @extschema@.fenced_namespaces n ON n.ns = l.ns
@@ -63,7 +63,7 @@ SELECT l.ns,
 
 GRANT SELECT ON fenced_leases TO PUBLIC;
 
-COMMENT ON FUNCTION fenced_lease_available_at(timestamptz, interval) IS
+COMMENT ON FUNCTION fenced_lock_internal.fenced_lease_available_at(timestamptz, interval) IS
     'fenced_lock: when a lease that expires unreleased at expires_at, with lock_delay, is '
     'available to another owner: their sum, ''infinity'' past the end of time (fenced_leases).';
 
@@ -73,98 +73,125 @@ COMMENT ON VIEW fenced_leases IS
     'lock_delay and available_at, when another owner can take it if it is not released, and '
     'the slot of a permit of a lease semaphore (0 for a lease).';
 
-CREATE FUNCTION fenced_lock_holder(ns int4, id int4) RETURNS SETOF @extschema@.fenced_locks
-    LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
-    SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- The same message and SQLSTATE as every other fenced_lock function (errors.rs).
-    IF ns IS NULL OR id IS NULL THEN
-        RAISE EXCEPTION 'fenced_lock_holder: argument "%" must not be NULL',
-                        CASE WHEN ns IS NULL THEN 'ns' ELSE 'id' END
-              USING ERRCODE = 'null_value_not_allowed',
-                    DETAIL = 'Every argument of a fenced_lock function is required.';
-    END IF;
-    RETURN QUERY SELECT * FROM @extschema@.fenced_locks f
-                  WHERE f.granted AND f.ns = fenced_lock_holder.ns AND f.id = fenced_lock_holder.id;
-END
-$$;
-
-CREATE FUNCTION fenced_lock_holder_named(namespace text, key text)
-    RETURNS SETOF @extschema@.fenced_locks
-    LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
-    SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    registered int4;
-BEGIN
-    IF namespace IS NULL OR key IS NULL THEN
-        RAISE EXCEPTION 'fenced_lock_holder_named: argument "%" must not be NULL',
-                        CASE WHEN namespace IS NULL THEN 'namespace' ELSE 'key' END
-              USING ERRCODE = 'null_value_not_allowed',
-                    DETAIL = 'Every argument of a fenced_lock function is required.';
-    END IF;
-    SELECT n.ns INTO registered FROM @extschema@.fenced_namespaces n
-     WHERE n.name = fenced_lock_holder_named.namespace;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'fenced lock namespace "%" is not registered', namespace
-              USING ERRCODE = 'undefined_object',
-                    HINT = 'Register it first: SELECT register_namespace(''name'');';
-    END IF;
-    RETURN QUERY SELECT * FROM @extschema@.fenced_lock_holder(registered, @extschema@.fenced_key(key));
-END
-$$;
-
-CREATE FUNCTION fenced_lock_holder_named_bigint(namespace text, key bigint)
-    RETURNS SETOF @extschema@.fenced_locks
-    LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
-    SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF key IS NULL THEN
-        RAISE EXCEPTION 'fenced_lock_holder_named_bigint: argument "key" must not be NULL'
-              USING ERRCODE = 'null_value_not_allowed',
-                    DETAIL = 'Every argument of a fenced_lock function is required.';
-    END IF;
-    RETURN QUERY SELECT * FROM @extschema@.fenced_lock_holder_named(namespace, key::text);
-END
-$$;
-
-COMMENT ON FUNCTION fenced_lock_holder(integer, integer) IS
-    'The fenced_locks row of the session holding (ns, id), or no row: for scripts.';
-
-COMMENT ON FUNCTION fenced_lock_grants() IS
+COMMENT ON FUNCTION fenced_lock_internal.fenced_lock_grants() IS
     'The live fenced grants of this database (pid, ns, id, token, scope, acquired_at, key: the '
     'text of a named key, owner: the owner of a session grant; each their first 64 bytes) from '
     'the shared grants table; empty unless fenced_lock is in shared_preload_libraries.';
 
-ALTER FUNCTION fenced_lock_rows() ROWS 10000;
+ALTER FUNCTION fenced_lock_internal.fenced_lock_rows() ROWS 10000;
 
-COMMENT ON FUNCTION fenced_lock_rows() IS
+COMMENT ON FUNCTION fenced_lock_internal.fenced_lock_rows() IS
     'The rows of fenced_locks without the session''s columns: every two-int4 advisory lock of '
     'this database and every permit, held or awaited, with its fenced grant, mode and slot; one '
     'pass over the lock table and the grants table.';
 
-COMMENT ON FUNCTION fenced_lock_grants_available() IS
+COMMENT ON FUNCTION fenced_lock_internal.fenced_lock_grants_available() IS
     'Whether this server keeps the shared grants table (fenced_lock is preloaded).';
 
-COMMENT ON FUNCTION acquire_fenced(integer, integer) IS
-    'Wait for the transaction-scoped advisory lock on (ns, id) (the lock of '
-    'pg_advisory_xact_lock(ns, id)) and return a new fencing token, larger than every token '
-    'granted before. Re-acquiring a key this transaction holds returns the same token.';
+-- The functions behind the views: a view's reader needs EXECUTE on them, so they cannot be
+-- revoked from PUBLIC; they live in a schema of their own, out of the one users call.
+GRANT USAGE ON SCHEMA fenced_lock_internal TO PUBLIC;
 
-COMMENT ON FUNCTION acquire_fenced(integer, integer, interval) IS
-    'Like acquire_fenced(ns, id), but wait at most timeout, then raise SQLSTATE 55P03 naming '
-    'the key and its holders. A zero timeout tries once.';
+COMMENT ON SCHEMA fenced_lock_internal IS
+    'fenced_lock: the functions behind its views (not its API; docs/api.md).';
 
-COMMENT ON FUNCTION try_acquire_fenced(integer, integer) IS
+COMMENT ON FUNCTION acquire_fenced(integer, integer, interval, boolean) IS
+    'Wait for the transaction-scoped advisory lock on (ns, id) (pg_advisory_xact_lock''s; with '
+    'shared, pg_advisory_xact_lock_shared''s) and return a new fencing token, larger than every '
+    'token granted before; at most timeout (NULL: no limit), then SQLSTATE 55P03 naming the key '
+    'and its holders. The key held by this transaction: the same token.';
+
+COMMENT ON FUNCTION try_acquire_fenced(integer, integer, boolean) IS
     'Take the transaction-scoped advisory lock on (ns, id) without waiting: a new fencing token, '
-    'or NULL when another session holds the key.';
+    'or NULL when the key is busy.';
+
+COMMENT ON FUNCTION acquire_fenced_all(integer, integer[], interval) IS
+    'Wait for the transaction-scoped advisory locks on (ns, id) for every id (each once), taken '
+    'in ascending order so that overlapping sets never deadlock, and return one new fencing '
+    'token for all of them; the whole call waits at most timeout (NULL: no limit), then 55P03.';
+
+COMMENT ON FUNCTION try_acquire_fenced_all(integer, integer[]) IS
+    'Take the transaction-scoped advisory locks on (ns, id) for every id without waiting, all '
+    'or none: one new fencing token, or NULL (nothing taken) when any is busy.';
+
+COMMENT ON FUNCTION acquire_fenced_all_named(text, text[], interval) IS
+    'acquire_fenced_all for named keys of a registered namespace: one token for all of them.';
+
+COMMENT ON FUNCTION try_acquire_fenced_all_named(text, text[]) IS
+    'try_acquire_fenced_all for named keys of a registered namespace: all or none.';
+
+COMMENT ON FUNCTION acquire_fenced_session(integer, integer, interval, text, boolean) IS
+    'Wait for the session-level advisory lock on (ns, id) (pg_advisory_lock''s; with shared, '
+    'pg_advisory_lock_shared''s) for owner (NULL: none) and return a new fencing token; held '
+    'until release_fenced or the session ends. At most timeout (NULL: no limit), then 55P03. '
+    'Held by this session for the same owner: the same token; for another (or none): 55000.';
+
+COMMENT ON FUNCTION try_acquire_fenced_session(integer, integer, text, boolean) IS
+    'Take the session-level advisory lock on (ns, id) for owner without waiting, as a leader '
+    'does: a new fencing token (the term), the same one when this session holds it for owner, '
+    'or NULL when another session holds it (or this one for another owner, or none).';
+
+COMMENT ON FUNCTION release_fenced(integer, integer, text) IS
+    'Release this session''s session-scoped fenced lock on (ns, id) taken for owner (NULL: '
+    'none) and NOTIFY fenced_lock, ''ns:id''. False, with a WARNING, when not held so.';
+
+COMMENT ON FUNCTION release_all_fenced(text) IS
+    'Release every session-scoped fenced lock of this session taken for owner (NULL: without '
+    'one), with a NOTIFY each; how many.';
+
+COMMENT ON FUNCTION current_fence(integer, integer, text) IS
+    'The token of the fenced lock this session holds on (ns, id) at transaction scope, or at '
+    'session scope taken for owner (NULL: without one); else NULL.';
+
+COMMENT ON FUNCTION acquire_permit(integer, integer, integer, interval) IS
+    'Wait, in arrival order, for one of the permits slots of the fenced semaphore (ns, id) for '
+    'this transaction: one row (slot, token), the token new and larger than every token granted '
+    'before; at most timeout (NULL: no limit), then 55P03. Asked again: the same row.';
+
+COMMENT ON FUNCTION try_acquire_permit(integer, integer, integer) IS
+    'Take a permit of (ns, id) for this transaction without waiting: one row (slot, token), or '
+    'no row when none is free or others wait in line.';
+
+COMMENT ON FUNCTION acquire_permit_session(integer, integer, integer, interval, text) IS
+    'acquire_permit for this session, for owner (NULL: none): held until release_permit or the '
+    'session ends; only that owner gets it back or releases it.';
+
+COMMENT ON FUNCTION try_acquire_permit_session(integer, integer, integer, text) IS
+    'try_acquire_permit for this session, for owner: one row (slot, token), or none.';
+
+COMMENT ON FUNCTION release_permit(integer, integer, integer, text) IS
+    'Release this session''s permit slot of (ns, id) taken for owner (NULL: none): true, or '
+    'false with a WARNING when not held so. Wakes the key''s line.';
+
+COMMENT ON FUNCTION acquire_lease(integer, integer, text, interval, interval) IS
+    'The lease on (ns, id) for owner, for ttl on the database''s clock: a new token (larger than '
+    'every earlier one) once the key is free or expired, the same token with the TTL extended '
+    'when owner holds it; waits in arrival order at most timeout (NULL: no limit), then 55P03. '
+    'Leases are not advisory locks.';
+
+COMMENT ON FUNCTION try_acquire_lease(integer, integer, text, interval) IS
+    'acquire_lease without waiting: the token, or NULL when another owner holds the key.';
+
+COMMENT ON FUNCTION acquire_lease_permit(integer, integer, integer, text, interval, interval) IS
+    'A permit of the lease semaphore (ns, id) of permits slots for owner, for ttl: one row (slot, '
+    'token), the same row with the TTL extended when owner holds one; waits as acquire_lease '
+    'does. Renewed and released by token (renew_lease, release_lease).';
+
+COMMENT ON FUNCTION try_acquire_lease_permit(integer, integer, integer, text, interval) IS
+    'acquire_lease_permit without waiting: one row (slot, token), or no row when none is free.';
+
+COMMENT ON FUNCTION renew_lease(integer, integer, bigint, interval) IS
+    'Extend the lease held with token to ttl from now: the new expiry, or NULL when the lease is '
+    'lost (taken over after expiry, released, never held with token, or by another role).';
+
+COMMENT ON FUNCTION release_lease(integer, integer, bigint) IS
+    'Release the lease held with token and wake waiting acquires: true, or false when no lease '
+    'is held with token by this role.';
 
 COMMENT ON FUNCTION fenced_update(regclass, anyelement, bigint, jsonb, text, text) IS
     'Conditional write for a fenced holder: UPDATE target SET <changes>, <fence_column> = token '
-    'WHERE <key_column> = id AND <fence_column> <= token. True when written, false when the row '
-    'carries a higher token (the caller was superseded); P0002 when there is no such row.';
+    'WHERE <key_column> = id AND <fence_column> <= token; SQLSTATE SF001 when the row carries a '
+    'higher token (the caller was superseded); P0002 when there is no such row.';
 
 COMMENT ON FUNCTION fenced_update(regclass, text, bigint, jsonb, text, text) IS
     'fenced_update with a text id, read as the key column''s type: what an untyped driver '
@@ -178,136 +205,34 @@ COMMENT ON FUNCTION fenced_update(text, text, bigint, jsonb, text, text) IS
     'fenced_update with the table given by name and a text id: every parameter untyped, as '
     'asyncpg, node-postgres and tokio-postgres send them.';
 
-COMMENT ON FUNCTION fenced_update_strict(regclass, anyelement, bigint, jsonb, text, text) IS
-    'fenced_update that raises SF001 when the row carries a higher token instead of returning '
-    'false: for drivers that return booleans as the strings t and f.';
+COMMENT ON FUNCTION fenced_update_or_false(regclass, anyelement, bigint, jsonb, text, text) IS
+    'fenced_update that returns false when the row carries a higher token instead of raising '
+    'SF001, true when written: for SQL that branches on it.';
 
-COMMENT ON FUNCTION fenced_update_strict(regclass, text, bigint, jsonb, text, text) IS
-    'fenced_update_strict with a text id, read as the key column''s type.';
+COMMENT ON FUNCTION fenced_update_or_false(regclass, text, bigint, jsonb, text, text) IS
+    'fenced_update_or_false with a text id, read as the key column''s type.';
 
-COMMENT ON FUNCTION fenced_update_strict(text, anyelement, bigint, jsonb, text, text) IS
-    'fenced_update_strict with the table given by name (looked up through search_path).';
+COMMENT ON FUNCTION fenced_update_or_false(text, anyelement, bigint, jsonb, text, text) IS
+    'fenced_update_or_false with the table given by name (looked up through search_path).';
 
-COMMENT ON FUNCTION fenced_update_strict(text, text, bigint, jsonb, text, text) IS
-    'fenced_update_strict with the table given by name and a text id: every parameter untyped.';
+COMMENT ON FUNCTION fenced_update_or_false(text, text, bigint, jsonb, text, text) IS
+    'fenced_update_or_false with the table given by name and a text id: every parameter untyped.';
 
 COMMENT ON FUNCTION new_fencing_token() IS
     'A fencing token from the same allocator as every grant''s, without taking any lock: only '
     'safe under a lock that already orders the holders (a row claimed FOR UPDATE SKIP LOCKED).';
-
-COMMENT ON FUNCTION acquire_fenced_all(integer, integer[]) IS
-    'Wait for the transaction-scoped advisory locks on (ns, id) for every id (each once), taken '
-    'in ascending order so that overlapping sets never deadlock, and return one new fencing '
-    'token for all of them, larger than every token granted before.';
-
-COMMENT ON FUNCTION acquire_fenced_all(integer, integer[], interval) IS
-    'Like acquire_fenced_all(ns, ids), but the whole call waits at most timeout, then raises '
-    'SQLSTATE 55P03 naming the busy key and its holders.';
-
-COMMENT ON FUNCTION try_acquire_fenced_all(integer, integer[]) IS
-    'Take the transaction-scoped advisory locks on (ns, id) for every id without waiting, all '
-    'or none: one new fencing token, or NULL (nothing taken) when another session holds any.';
-
-COMMENT ON FUNCTION acquire_fenced_all_named(text, text[]) IS
-    'acquire_fenced_all for named keys of a registered namespace: one token for all of them.';
-
-COMMENT ON FUNCTION acquire_fenced_all_named(text, text[], interval) IS
-    'acquire_fenced_all_named, the whole call waiting at most timeout (then 55P03).';
-
-COMMENT ON FUNCTION try_acquire_fenced_all_named(text, text[]) IS
-    'try_acquire_fenced_all for named keys of a registered namespace: all or none.';
 
 COMMENT ON FUNCTION enforce_fence() IS
     'Trigger function: BEFORE UPDATE ... FOR EACH ROW EXECUTE FUNCTION enforce_fence(''fence'') '
     'refuses, with SQLSTATE SF001, any UPDATE that lowers the fence column or sets it to NULL.';
 
 COMMENT ON FUNCTION fence_check(text, bigint) IS
-    'Fence ledger for resources outside the database: record token for resource and return true '
-    'when it is at least the highest token accepted so far (or the resource is new), else false.';
+    'Fence ledger for resources outside the database: record token for resource when it is at '
+    'least the highest token accepted so far (or the resource is new), else SQLSTATE SF001.';
 
-COMMENT ON FUNCTION fence_check_strict(text, bigint) IS
-    'Like fence_check, but a stale token raises SQLSTATE SF001 instead of returning false.';
-
-COMMENT ON FUNCTION acquire_fenced_session(integer, integer) IS
-    'Wait for the session-level advisory lock on (ns, id) (the lock of pg_advisory_lock(ns, id)) '
-    'and return a new fencing token; the lock lasts until release_fenced or the end of the '
-    'session. The key cannot be acquired again while held, not even by this session (behind a '
-    'pooler, another client''s): SQLSTATE 55000. Owners: acquire_fenced_session_owned.';
-
-COMMENT ON FUNCTION acquire_fenced_session_owned(integer, integer, text) IS
-    'acquire_fenced_session(ns, id) for owner (a client-chosen id): re-acquiring a key this '
-    'session holds for the same owner returns the same token; held for another owner, or none: '
-    'SQLSTATE 55000.';
-
-COMMENT ON FUNCTION acquire_fenced_session_owned(integer, integer, text, interval) IS
-    'Like acquire_fenced_session_owned(ns, id, owner), but wait at most timeout, then raise '
-    'SQLSTATE 55P03 naming the key and its holders.';
-
-COMMENT ON FUNCTION try_acquire_fenced_session(integer, integer, text) IS
-    'try_acquire_fenced_session(ns, id) for owner: the same token again when this session holds '
-    'the key for owner; NULL when another session holds it, or this one for another owner.';
-
-COMMENT ON FUNCTION become_leader(integer, integer, text) IS
-    'become_leader(ns, id) for owner: the same term again when this session leads for owner; '
-    'NULL when another session leads, or this one for another owner.';
-
-COMMENT ON FUNCTION release_fenced(integer, integer, text) IS
-    'release_fenced(ns, id) for a lock taken for owner. False, with a WARNING, when this session '
-    'does not hold it, or holds it for another owner.';
-
-COMMENT ON FUNCTION acquire_lease(integer, integer, text, interval) IS
-    'The lease on (ns, id) for owner, for ttl on the database''s clock: a new token (larger than '
-    'every earlier one) when the key is free or expired, the same token with the TTL extended '
-    'when owner holds it, NULL when another owner does. Leases are not advisory locks.';
-
-COMMENT ON FUNCTION acquire_lease(integer, integer, text, interval, interval) IS
-    'Like acquire_lease(ns, id, owner, ttl), but wait up to wait for a release or the holder''s '
-    'expiry (sleeping, not polling); then NULL.';
-
-COMMENT ON FUNCTION renew_lease(integer, integer, bigint, interval) IS
-    'Extend the lease held with token to ttl from now: the new expiry, or NULL when the lease is '
-    'lost (taken over after expiry, released, never held with token, or by another role).';
-
-COMMENT ON FUNCTION release_lease(integer, integer, bigint) IS
-    'Release the lease held with token and wake waiting acquires: true, or false when no lease '
-    'is held with token by this role.';
-
-COMMENT ON FUNCTION acquire_fenced_session(integer, integer, interval) IS
-    'Like acquire_fenced_session(ns, id), but wait at most timeout, then raise SQLSTATE 55P03 '
-    'naming the key and its holders.';
-
-COMMENT ON FUNCTION try_acquire_fenced_session(integer, integer) IS
-    'Take the session-level advisory lock on (ns, id) without waiting: a new fencing token, or '
-    'NULL when another session holds the key.';
-
-COMMENT ON FUNCTION become_leader(integer, integer) IS
-    'Try to become the leader for (ns, id) (a session-scoped try-acquire): the term, a fencing '
-    'token larger than every earlier term, or NULL when another session leads.';
-
-COMMENT ON FUNCTION release_fenced(integer, integer) IS
-    'Release this session''s session-scoped fenced lock on (ns, id) and NOTIFY fenced_lock, '
-    '''ns:id''. False, with a WARNING, when this session does not hold it.';
-
-COMMENT ON FUNCTION release_all_fenced() IS
-    'Release every session-scoped fenced lock of this session taken without an owner (with a '
-    'NOTIFY each); how many.';
-
-COMMENT ON FUNCTION release_all_fenced(text) IS
-    'Release every session-scoped fenced lock of this session taken for owner (with a NOTIFY '
-    'each); how many.';
-
-COMMENT ON FUNCTION current_fence(integer, integer) IS
-    'The token of the fenced lock this session holds on (ns, id) at transaction scope, or at '
-    'session scope taken without an owner; else NULL.';
-
-COMMENT ON FUNCTION current_fence(integer, integer, text) IS
-    'The token of the session-scoped fenced lock this session holds on (ns, id) for owner, or '
-    'NULL.';
-
-COMMENT ON FUNCTION current_leader(integer, integer) IS
-    'The session holding (ns, id): pid, application_name, client_addr, term, since and owner '
-    '(NULL unless fenced_lock is preloaded, which keeps the grants table); no row when nobody '
-    'holds it.';
+COMMENT ON FUNCTION fence_check_or_false(text, bigint) IS
+    'fence_check that returns false for a stale token instead of raising SF001, true when '
+    'recorded.';
 
 COMMENT ON FUNCTION fenced_key(text) IS
     'The int4 a text key stands for in a fenced lock key: 32-bit FNV-1a of its UTF-8 bytes, read '
@@ -324,108 +249,19 @@ COMMENT ON FUNCTION force_release(integer, integer) IS
     'lock, and return how many. Needs the rights of pg_terminate_backend. The next holder gets '
     'a larger token, so the terminated holder''s late writes are refused at fenced resources.';
 
-COMMENT ON FUNCTION acquire_fenced_shared(integer, integer) IS
-    'Wait for the transaction-scoped shared advisory lock on (ns, id) (the lock of '
-    'pg_advisory_xact_lock_shared(ns, id)) and return a new fencing token of its own: many '
-    'shared holders at once, excluded by acquire_fenced on the key and excluding it.';
-
-COMMENT ON FUNCTION acquire_fenced_shared(integer, integer, interval) IS
-    'Like acquire_fenced_shared(ns, id), but wait at most timeout, then raise SQLSTATE 55P03.';
-
-COMMENT ON FUNCTION try_acquire_fenced_shared(integer, integer) IS
-    'Take the transaction-scoped shared lock on (ns, id) without waiting: a new fencing token, '
-    'or NULL when an exclusive holder (or waiter) is ahead.';
-
-COMMENT ON FUNCTION acquire_fenced_shared_session(integer, integer) IS
-    'Wait for the session-scoped shared advisory lock on (ns, id) (pg_advisory_lock_shared''s) '
-    'and return a new fencing token; release_fenced(ns, id) releases it.';
-
-COMMENT ON FUNCTION acquire_fenced_shared_session(integer, integer, interval) IS
-    'Like acquire_fenced_shared_session(ns, id), but wait at most timeout, then raise 55P03.';
-
-COMMENT ON FUNCTION try_acquire_fenced_shared_session(integer, integer) IS
-    'Take the session-scoped shared lock on (ns, id) without waiting: a token, or NULL.';
-
-COMMENT ON FUNCTION acquire_fenced_shared_session_owned(integer, integer, text) IS
-    'acquire_fenced_shared_session for an owner: only that owner gets the grant''s token back '
-    'or releases it (release_fenced(ns, id, owner)).';
-
-COMMENT ON FUNCTION acquire_fenced_shared_session_owned(integer, integer, text, interval) IS
-    'Like acquire_fenced_shared_session_owned(ns, id, owner), but wait at most timeout, then '
-    'raise 55P03.';
-
-COMMENT ON FUNCTION try_acquire_fenced_shared_session(integer, integer, text) IS
-    'try_acquire_fenced_shared_session for an owner: a token, or NULL.';
-
-COMMENT ON FUNCTION acquire_fenced_permit(integer, integer, integer) IS
-    'Wait for one of the permits slots of the fenced semaphore (ns, id), in arrival order, for '
-    'this transaction: one row (slot, token), the token new and larger than every token granted '
-    'before. Re-acquiring returns the same row.';
-
-COMMENT ON FUNCTION acquire_fenced_permit(integer, integer, integer, interval) IS
-    'Like acquire_fenced_permit(ns, id, permits), but wait at most timeout: no row when no '
-    'permit came free.';
-
-COMMENT ON FUNCTION try_acquire_fenced_permit(integer, integer, integer) IS
-    'Take a permit of (ns, id) for this transaction without waiting: one row (slot, token), or '
-    'no row when none is free or others wait in line.';
-
-COMMENT ON FUNCTION acquire_fenced_permit_session(integer, integer, integer) IS
-    'Wait for a permit of (ns, id) for this session: one row (slot, token); '
-    'release_fenced_permit(ns, id, slot) releases it.';
-
-COMMENT ON FUNCTION acquire_fenced_permit_session(integer, integer, integer, interval) IS
-    'Like acquire_fenced_permit_session(ns, id, permits), but wait at most timeout: no row when '
-    'no permit came free.';
-
-COMMENT ON FUNCTION try_acquire_fenced_permit_session(integer, integer, integer) IS
-    'Take a permit of (ns, id) for this session without waiting: one row (slot, token), or none.';
-
-COMMENT ON FUNCTION acquire_fenced_permit_session_owned(integer, integer, integer, text) IS
-    'acquire_fenced_permit_session for an owner: one permit of the key per owner; only that '
-    'owner gets it back or releases it (release_fenced_permit(ns, id, slot, owner)).';
-
-COMMENT ON FUNCTION acquire_fenced_permit_session_owned(integer, integer, integer, text, interval) IS
-    'Like acquire_fenced_permit_session_owned(ns, id, permits, owner), but wait at most timeout: '
-    'no row when no permit came free.';
-
-COMMENT ON FUNCTION try_acquire_fenced_permit_session(integer, integer, integer, text) IS
-    'try_acquire_fenced_permit_session for an owner: one row (slot, token), or none.';
-
-COMMENT ON FUNCTION release_fenced_permit(integer, integer, integer) IS
-    'Release this session''s permit slot of (ns, id), taken without an owner: true, or false '
-    'with a WARNING when this session does not hold it so. Wakes the key''s line.';
-
-COMMENT ON FUNCTION release_fenced_permit(integer, integer, integer, text) IS
-    'Release this session''s permit slot of (ns, id) taken for owner: true, or false with a '
-    'WARNING.';
-
-COMMENT ON FUNCTION acquire_lease_permit(integer, integer, integer, text, interval) IS
-    'A permit of the lease semaphore (ns, id) of permits slots for owner, for ttl on the '
-    'database''s clock: one row (slot, token), the token new and larger than every earlier one, '
-    'or the same row with the TTL extended when owner holds one; no row when no slot within '
-    'permits is free, released or expired. Renewed and released by token (renew_lease, '
-    'release_lease).';
-
-COMMENT ON FUNCTION acquire_lease_permit(integer, integer, integer, text, interval, interval) IS
-    'Like acquire_lease_permit(ns, id, permits, owner, ttl), but wait up to wait for a release '
-    'or a holder''s expiry (sleeping, not polling); then no row.';
-
--- Every key-taking function F(ns, id, ...) has two named forms, under names of their own (an
--- untyped driver call must never pick another key): F_named(namespace text, key text, ...) and
--- F_named_bigint(namespace text, key bigint, ...), for the key (registered id of namespace,
--- fenced_key(key)); a bigint key is the same key as its decimal text. Their comments say so.
--- (acquire_fenced_all_named and its forms take many keys: their comments are above.)
+-- Every key-taking function F(ns, id, ...) has a named form under a name of its own (an
+-- untyped driver call must never pick another key): F_named(namespace text, key text, ...),
+-- for the key (registered id of namespace, fenced_key(key)). Their comments say so.
+-- (acquire_fenced_all_named and its try form take many keys: their comments are above.)
 DO $comment_named_forms$
 DECLARE
     f record;
 BEGIN
     FOR f IN
         SELECT p.oid::pg_catalog.regprocedure AS signature,
-               pg_catalog.regexp_replace(p.proname, '_named(_bigint)?$', '') || '('
+               pg_catalog.regexp_replace(p.proname, '_named$', '') || '('
                    || pg_catalog.array_to_string(ARRAY['ns', 'id'] || p.proargnames[3:], ', ')
-                   || ')' AS pair_form,
-               p.proname ~ '_bigint$' AS bigint_key
+                   || ')' AS pair_form
           FROM pg_catalog.pg_proc p
           JOIN pg_catalog.pg_depend d
             ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid
@@ -433,13 +269,13 @@ BEGIN
           JOIN pg_catalog.pg_extension e
             ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
            AND d.refobjid = e.oid AND e.extname = 'fenced_lock'
-         WHERE p.proname ~ '_named(_bigint)?$'
+         WHERE p.proname ~ '_named$'
            -- Not the key-set forms (keys text[]): their comments are their own.
            AND p.proargtypes[1] <> 'pg_catalog.text[]'::pg_catalog.regtype
     LOOP
         EXECUTE pg_catalog.format('COMMENT ON FUNCTION %s IS %L', f.signature,
-            pg_catalog.format('%s for the key (registered id of namespace, fenced_key(%s)).',
-                              f.pair_form, CASE WHEN f.bigint_key THEN 'key::text' ELSE 'key' END));
+            pg_catalog.format('%s for the key (registered id of namespace, fenced_key(key)).',
+                              f.pair_form));
     END LOOP;
 END
 $comment_named_forms$;
@@ -478,7 +314,7 @@ SELECT s.dbid,
        NULLIF(s.counters[22], 0) AS last_token_advance_timeline,
        s.times[2] AS last_token_advance_at,
        s.stats_reset
-  FROM @extschema@.fenced_lock_stats_rows() s
+  FROM fenced_lock_internal.fenced_lock_stats_rows() s
   LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid
   -- Namespace names are this database's: other databases' rows show only the number.
   LEFT JOIN @extschema@.fenced_namespaces n
@@ -491,8 +327,8 @@ GRANT SELECT ON fenced_lock_stats TO PUBLIC;
 COMMENT ON VIEW fenced_lock_stats IS
     'fenced_lock: cumulative counters per database and namespace since stats_reset (needs '
     'preloading): acquisitions at once and after a wait, wait time (ms), busy tries, timeouts, '
-    'deadlocks, tokens, session grants, leader terms, leases, force releases, failover skips and '
-    'token advances.';
+    'deadlocks, tokens, session grants, leader terms (exclusive session grants), leases, force '
+    'releases, failover skips and token advances.';
 
 -- Tokens checked where data lives (when preloaded), since stats_reset: one row per database,
 -- table and check (the ledger's checks count at fence_ledger), and one "other" row (database
@@ -512,7 +348,7 @@ SELECT s.dbid,
        NULLIF(s.counters[6], 0) AS highest_accepted_token,
        s.times[2] AS last_accepted_at,
        s.stats_reset
-  FROM @extschema@.fenced_lock_refusal_rows() s
+  FROM fenced_lock_internal.fenced_lock_refusal_rows() s
   LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid
   -- Table names are this database's: other databases' rows show only the OID.
   LEFT JOIN pg_catalog.pg_class c
@@ -527,9 +363,9 @@ COMMENT ON VIEW fenced_lock_refusals IS
     'preloading): stale tokens refused, the last one and when; tokens accepted, the last, the '
     'highest, and when.';
 
-COMMENT ON FUNCTION fenced_lock_stats_rows() IS
+COMMENT ON FUNCTION fenced_lock_internal.fenced_lock_stats_rows() IS
     'fenced_lock: the rows of fenced_lock_stats (counters in the view''s order).';
-COMMENT ON FUNCTION fenced_lock_refusal_rows() IS
+COMMENT ON FUNCTION fenced_lock_internal.fenced_lock_refusal_rows() IS
     'fenced_lock: the rows of fenced_lock_refusals (counters in the view''s order).';
 COMMENT ON FUNCTION fenced_lock_stats_reset() IS
     'fenced_lock: zero the counters of fenced_lock_stats and fenced_lock_refusals, in every '
@@ -538,10 +374,10 @@ COMMENT ON FUNCTION fenced_lock_stats_reset() IS
 REVOKE EXECUTE ON FUNCTION fenced_lock_stats_reset() FROM PUBLIC;
 
 -- The ledger's rows are shared by every role: only roles the owner allows may advance them
--- (GRANT EXECUTE ON FUNCTION fence_check(text, bigint), fence_check_strict(text, bigint)
+-- (GRANT EXECUTE ON FUNCTION fence_check(text, bigint), fence_check_or_false(text, bigint)
 -- TO app_role), or any role could store a huge token and lock every honest holder out.
 REVOKE EXECUTE ON FUNCTION fence_check(text, bigint) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION fence_check_strict(text, bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION fence_check_or_false(text, bigint) FROM PUBLIC;
 
 COMMENT ON FUNCTION advance_fencing_tokens(bigint) IS
     'Move the token sequence forward so that every token issued after this returns is larger '

@@ -13,69 +13,30 @@ GRANT SELECT ON TABLE fence_ledger TO PUBLIC;
 -- pg_dump carries the ledger with the data.
 SELECT pg_catalog.pg_extension_config_dump('fence_ledger', '');
 
--- Bare C functions: they may raise fenced_lock's own SQLSTATE SF001 (stale fencing token).
-CREATE FUNCTION fence_check_strict(resource text, token bigint) RETURNS void
+-- Bare C functions: they may raise fenced_lock's own SQLSTATE SF001 (stale fencing token), and
+-- an error raised by fenced_update's UPDATE (SF001 from enforce_fence, a domain's custom code)
+-- reaches the caller with its own SQLSTATE. Their C symbols keep the meanings they had in
+-- released versions (src/resource/mod.rs).
+CREATE FUNCTION fence_check(resource text, token bigint) RETURNS void
     LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
     SET search_path = @extschema@, pg_temp
     AS 'MODULE_PATHNAME', 'fence_check_strict';
+
+CREATE FUNCTION fence_check_or_false(resource text, token bigint) RETURNS boolean
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = @extschema@, pg_temp
+    AS 'MODULE_PATHNAME', 'fence_check_wrapper';
 
 CREATE FUNCTION enforce_fence() RETURNS trigger
     LANGUAGE c
     AS 'MODULE_PATHNAME', 'enforce_fence';
 
--- Bare C too: an error raised by its UPDATE (SF001 from enforce_fence, a domain's custom
--- code) reaches the caller with its own SQLSTATE.
+-- fenced_update: the write and the check in one statement, SF001 when superseded. The forms
+-- with a table name and/or an id given as text are what untyped driver parameters resolve to
+-- (unknown prefers text): the name is looked up as regclass input would; a text id is read as
+-- the key column's type. So no driver needs a cast for int, bigint, uuid or text keys, nor a
+-- regclass type of its own. Typed ids of any type take the anyelement forms.
 CREATE FUNCTION fenced_update(
-    target regclass,
-    id anyelement,
-    token bigint,
-    changes jsonb DEFAULT '{}',
-    key_column text DEFAULT 'id',
-    fence_column text DEFAULT 'fence'
-) RETURNS boolean
-    LANGUAGE c VOLATILE PARALLEL UNSAFE
-    AS 'MODULE_PATHNAME', 'fenced_update';
-
--- The same with a table name and/or an id given as text: what untyped driver parameters
--- resolve to (unknown prefers text). The name is looked up as regclass input would; a text id
--- is read as the key column's type. So no driver needs a cast for int, bigint, uuid or text
--- keys, nor a regclass type of its own. Typed ids of any type take the anyelement forms.
-CREATE FUNCTION fenced_update(
-    target regclass,
-    id text,
-    token bigint,
-    changes jsonb DEFAULT '{}',
-    key_column text DEFAULT 'id',
-    fence_column text DEFAULT 'fence'
-) RETURNS boolean
-    LANGUAGE c VOLATILE PARALLEL UNSAFE
-    AS 'MODULE_PATHNAME', 'fenced_update';
-
-CREATE FUNCTION fenced_update(
-    target text,
-    id anyelement,
-    token bigint,
-    changes jsonb DEFAULT '{}',
-    key_column text DEFAULT 'id',
-    fence_column text DEFAULT 'fence'
-) RETURNS boolean
-    LANGUAGE c VOLATILE PARALLEL UNSAFE
-    AS 'MODULE_PATHNAME', 'fenced_update';
-
-CREATE FUNCTION fenced_update(
-    target text,
-    id text,
-    token bigint,
-    changes jsonb DEFAULT '{}',
-    key_column text DEFAULT 'id',
-    fence_column text DEFAULT 'fence'
-) RETURNS boolean
-    LANGUAGE c VOLATILE PARALLEL UNSAFE
-    AS 'MODULE_PATHNAME', 'fenced_update';
-
--- fenced_update_strict: the same four forms, raising SF001 when superseded instead of returning
--- false (for drivers that return booleans as the strings "t"/"f", both truthy).
-CREATE FUNCTION fenced_update_strict(
     target regclass,
     id anyelement,
     token bigint,
@@ -86,7 +47,7 @@ CREATE FUNCTION fenced_update_strict(
     LANGUAGE c VOLATILE PARALLEL UNSAFE
     AS 'MODULE_PATHNAME', 'fenced_update_strict';
 
-CREATE FUNCTION fenced_update_strict(
+CREATE FUNCTION fenced_update(
     target regclass,
     id text,
     token bigint,
@@ -97,7 +58,7 @@ CREATE FUNCTION fenced_update_strict(
     LANGUAGE c VOLATILE PARALLEL UNSAFE
     AS 'MODULE_PATHNAME', 'fenced_update_strict';
 
-CREATE FUNCTION fenced_update_strict(
+CREATE FUNCTION fenced_update(
     target text,
     id anyelement,
     token bigint,
@@ -108,7 +69,7 @@ CREATE FUNCTION fenced_update_strict(
     LANGUAGE c VOLATILE PARALLEL UNSAFE
     AS 'MODULE_PATHNAME', 'fenced_update_strict';
 
-CREATE FUNCTION fenced_update_strict(
+CREATE FUNCTION fenced_update(
     target text,
     id text,
     token bigint,
@@ -118,3 +79,48 @@ CREATE FUNCTION fenced_update_strict(
 ) RETURNS void
     LANGUAGE c VOLATILE PARALLEL UNSAFE
     AS 'MODULE_PATHNAME', 'fenced_update_strict';
+
+-- fenced_update_or_false: the same four forms, returning false when superseded.
+CREATE FUNCTION fenced_update_or_false(
+    target regclass,
+    id anyelement,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS boolean
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update';
+
+CREATE FUNCTION fenced_update_or_false(
+    target regclass,
+    id text,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS boolean
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update';
+
+CREATE FUNCTION fenced_update_or_false(
+    target text,
+    id anyelement,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS boolean
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update';
+
+CREATE FUNCTION fenced_update_or_false(
+    target text,
+    id text,
+    token bigint,
+    changes jsonb DEFAULT '{}',
+    key_column text DEFAULT 'id',
+    fence_column text DEFAULT 'fence'
+) RETURNS boolean
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'fenced_update';

@@ -43,10 +43,24 @@ pub enum FencedError {
         held: Mode,
     },
     /// No permit of the key came free before lock_timeout ended an unbounded wait.
+    /// A function called through the SQL definition of a release before 1.0.0, whose C symbol
+    /// 1.0 keeps only so that the definition can exist (src/released.rs).
+    DefinitionOutdated {
+        function: String,
+    },
+    /// A waiting lease acquire whose timeout (or lock_timeout) ran out; the holder last seen.
+    LeaseNotAcquired {
+        key: LockKey,
+        timeout_ms: i32,
+        lock_timeout: bool,
+        holder: Option<(String, i64)>,
+    },
     PermitNotAcquired {
         key: LockKey,
         permits: i32,
         timeout_ms: i32,
+        /// Whether the bound was lock_timeout (else the call's own timeout).
+        lock_timeout: bool,
     },
     /// A permit wait in a cycle the lock manager cannot see (the head of a permit line sleeps
     /// outside it): a holder of the permits waits, directly or through others, for a lock this
@@ -235,6 +249,8 @@ impl FencedError {
             FencedError::ScopeConflict { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::ModeConflict { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::PermitNotAcquired { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
+            FencedError::LeaseNotAcquired { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
+            FencedError::DefinitionOutdated { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::HeldForAnotherOwner { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             FencedError::PermitDeadlock { .. } => ERRCODE_T_R_DEADLOCK_DETECTED,
             FencedError::PermitSelfWait { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -301,13 +317,49 @@ impl FencedError {
                 key,
                 permits,
                 timeout_ms,
+                lock_timeout: true,
             } => format!(
                 "no permit of fenced semaphore {key} ({permits} permits) came free within \
                  lock_timeout ({timeout_ms} ms)"
             ),
+            FencedError::PermitNotAcquired {
+                key,
+                permits,
+                timeout_ms: 0,
+                ..
+            } => format!(
+                "no permit of fenced semaphore {key} ({permits} permits) is free without waiting"
+            ),
+            FencedError::PermitNotAcquired {
+                key,
+                permits,
+                timeout_ms,
+                ..
+            } => format!(
+                "no permit of fenced semaphore {key} ({permits} permits) came free within \
+                 {timeout_ms} ms"
+            ),
             FencedError::PermitDeadlock { key, .. } => {
                 format!("deadlock detected waiting for a permit of fenced semaphore {key}")
             }
+            FencedError::DefinitionOutdated { function } => format!(
+                "{function} is a function of fenced_lock before 1.0.0, whose library is installed"
+            ),
+            FencedError::LeaseNotAcquired {
+                key,
+                timeout_ms: 0,
+                lock_timeout: false,
+                ..
+            } => format!("could not acquire lease {key} without waiting"),
+            FencedError::LeaseNotAcquired {
+                key,
+                timeout_ms,
+                lock_timeout: false,
+                ..
+            } => format!("could not acquire lease {key} within {timeout_ms} ms"),
+            FencedError::LeaseNotAcquired {
+                key, timeout_ms, ..
+            } => format!("could not acquire lease {key} within lock_timeout ({timeout_ms} ms)"),
             FencedError::PermitSelfWait { key, permits } => format!(
                 "every permit of fenced semaphore {key} ({permits} permits) is held by this session"
             ),
@@ -391,9 +443,13 @@ impl FencedError {
 
     fn detail(&self) -> Option<String> {
         match self {
-            FencedError::NullArgument { .. } => {
-                Some("Every argument of a fenced_lock function is required.".into())
-            }
+            FencedError::LeaseNotAcquired {
+                holder: Some((owner, token)),
+                ..
+            } => Some(format!("Held by owner \"{owner}\" with token {token}.")),
+            FencedError::NullArgument { .. } => Some(
+                "Only a timeout or an owner may be NULL (the default: no limit, no owner).".into(),
+            ),
             FencedError::HotStandby => Some(
                 "Advisory locks on a standby exclude only that standby's sessions, not holders on \
                  the primary, and a standby cannot draw new tokens."
@@ -486,9 +542,15 @@ impl FencedError {
             FencedError::ModeConflict { .. } => {
                 "Take the mode the work needs once per transaction (or session grant)."
             }
+            FencedError::DefinitionOutdated { .. } => {
+                "Run ALTER EXTENSION fenced_lock UPDATE in this database, then call the 1.0 \
+                 functions (docs/upgrading.md)."
+            }
+            FencedError::LeaseNotAcquired { .. } => {
+                "Use try_acquire_lease to skip a busy lease without an error, or wait longer."
+            }
             FencedError::PermitNotAcquired { .. } => {
-                "Use try_acquire_fenced_permit, or the form with a timeout, which return no row \
-                 when no permit is free."
+                "Use try_acquire_permit to skip a busy semaphore without an error, or wait longer."
             }
             FencedError::InvalidArgument { hint, .. } => return hint.map(String::from),
             FencedError::HeldForAnotherOwner { .. } | FencedError::PermitSelfWait { .. } => {
@@ -957,3 +1019,24 @@ unsafe fn run_recording_sqlstates(
     // Any other error: pgrx reports it, as it would for a #[pg_extern] function.
     unsafe { pg_sys::panic::pgrx_extern_c_guard(|| std::panic::resume_unwind(payload)) }
 }
+
+/// Declares a bare version-1 C function `$name` whose errors keep their SQLSTATE
+/// (`errors::run_raw_entry`): a stale token is refused with SF001, and an error PostgreSQL
+/// raises inside (a trigger's SF001, a domain's custom code) reaches the caller unchanged.
+macro_rules! raw_error_entry {
+    ($name:ident, $finfo:ident, $body:path) => {
+        #[no_mangle]
+        pub extern "C" fn $finfo() -> &'static pg_sys::Pg_finfo_record {
+            const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+            &V1
+        }
+
+        /// # Safety
+        /// Called by PostgreSQL's function manager with a valid `fcinfo`.
+        #[no_mangle]
+        pub unsafe extern "C-unwind" fn $name(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+            unsafe { crate::errors::run_raw_entry(fcinfo, $body) }
+        }
+    };
+}
+pub(crate) use raw_error_entry;

@@ -14,10 +14,9 @@ use rustc_hash::FxHashSet;
 // needs (superuser, or pg_signal_backend / the holder's role). Refuses the caller's own
 // backend.
 key_forms! {
-    names: ["force_release", "force_release_named", "force_release_named_bigint"],
-    rust: [force_release, force_release_named, force_release_named_bigint],
+    names: [force_release, force_release_named],
     attributes: [volatile, parallel_unsafe],
-    arguments: (),
+    arguments: [],
     returns: i32,
     |fcinfo, _function, keyed| terminate_holders(fcinfo, keyed.key),
 }
@@ -94,7 +93,7 @@ type LockRow = (
 /// key's line and the head of the line (which holds the line's lock and sleeps until a permit
 /// comes free).
 #[allow(clippy::type_complexity)]
-#[pg_extern(volatile, parallel_restricted)]
+#[pg_extern(volatile, parallel_restricted, schema = "fenced_lock_internal")]
 fn fenced_lock_rows() -> TableIterator<
     'static,
     (

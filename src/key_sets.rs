@@ -5,7 +5,7 @@
 
 use crate::errors::{refuse_in_parallel_mode, FencedError, OrRaise};
 use crate::grants;
-use crate::locking::{self, Keyed, Wait};
+use crate::locking::{self, wait_argument, Keyed, Wait};
 use crate::types::{required, LockKey, Lockable, Mode, NewGrant, Scope};
 use crate::{namespaces, tokens};
 use pgrx::datum::{Array, Interval};
@@ -149,35 +149,20 @@ fn acquire_all(
     Some(token)
 }
 
-fn timeout_wait(function: &'static str, timeout: Option<Interval>) -> Wait {
-    Wait::from_timeout(required(timeout, function, "timeout").or_raise())
-}
-
-#[pg_extern(name = "acquire_fenced_all", volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe)]
 fn acquire_fenced_all(
     ns: Option<i32>,
     ids: Option<Array<i32>>,
+    timeout: default!(Option<Interval>, "NULL"),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> i64 {
     let function = "acquire_fenced_all";
     let keys = pairs(function, ns, ids);
-    acquire_all(fcinfo, function, keys, Wait::Unbounded).expect("an unbounded wait is granted")
+    acquire_all(fcinfo, function, keys, wait_argument(timeout))
+        .expect("a wait is granted or raises")
 }
 
-#[pg_extern(name = "acquire_fenced_all", volatile, parallel_unsafe)]
-fn acquire_fenced_all_within(
-    ns: Option<i32>,
-    ids: Option<Array<i32>>,
-    timeout: Option<Interval>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> i64 {
-    let function = "acquire_fenced_all";
-    let keys = pairs(function, ns, ids);
-    let wait = timeout_wait(function, timeout);
-    acquire_all(fcinfo, function, keys, wait).expect("a bounded wait is granted or raises")
-}
-
-#[pg_extern(name = "try_acquire_fenced_all", volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe)]
 fn try_acquire_fenced_all(
     ns: Option<i32>,
     ids: Option<Array<i32>>,
@@ -187,31 +172,20 @@ fn try_acquire_fenced_all(
     acquire_all(fcinfo, function, pairs(function, ns, ids), Wait::Never)
 }
 
-#[pg_extern(name = "acquire_fenced_all_named", volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe)]
 fn acquire_fenced_all_named(
     namespace: Option<&str>,
     keys: Option<Array<&str>>,
+    timeout: default!(Option<Interval>, "NULL"),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> i64 {
     let function = "acquire_fenced_all_named";
     let keys = named(fcinfo, function, namespace, keys);
-    acquire_all(fcinfo, function, keys, Wait::Unbounded).expect("an unbounded wait is granted")
+    acquire_all(fcinfo, function, keys, wait_argument(timeout))
+        .expect("a wait is granted or raises")
 }
 
-#[pg_extern(name = "acquire_fenced_all_named", volatile, parallel_unsafe)]
-fn acquire_fenced_all_named_within(
-    namespace: Option<&str>,
-    keys: Option<Array<&str>>,
-    timeout: Option<Interval>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> i64 {
-    let function = "acquire_fenced_all_named";
-    let keys = named(fcinfo, function, namespace, keys);
-    let wait = timeout_wait(function, timeout);
-    acquire_all(fcinfo, function, keys, wait).expect("a bounded wait is granted or raises")
-}
-
-#[pg_extern(name = "try_acquire_fenced_all_named", volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe)]
 fn try_acquire_fenced_all_named(
     namespace: Option<&str>,
     keys: Option<Array<&str>>,

@@ -34,6 +34,8 @@
 //!   (`storage.rs`).
 //! - `inspection`: the rows of `fenced_locks`, and `force_release`.
 //! - `resource`: where tokens are checked: `fenced_update`, `enforce_fence`, the ledger.
+//! - `released`: the C symbols of earlier releases' SQL that 1.0 dropped, each raising 55000
+//!   until `ALTER EXTENSION fenced_lock UPDATE`.
 //!
 //! Beside `src/`: `sql/` (hand-written SQL; 0.1.0's install script as shipped; the upgrade
 //! scripts), `pg_test/` (pg_regress in `sql/` + `expected/`, isolation `specs/`, and the
@@ -59,6 +61,7 @@ mod leases;
 mod locking;
 mod namespaces;
 mod permits;
+mod released;
 mod resource;
 mod session;
 mod settings;
@@ -78,6 +81,11 @@ pgrx::extension_sql_file!("../sql/resource.sql", name = "resource");
 pgrx::extension_sql_file!("../sql/inspection.sql", name = "inspection");
 pgrx::extension_sql_file!("../sql/leases.sql", name = "leases");
 pgrx::extension_sql_file!("../sql/finalize.sql", finalize);
+
+/// The schema of the functions behind the views (`schema = "fenced_lock_internal"` on each):
+/// not the API, which is the extension's own schema (docs/api.md).
+#[pg_schema]
+mod fenced_lock_internal {}
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

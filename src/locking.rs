@@ -55,18 +55,6 @@ impl Keyed {
             label: Some(key.to_string()),
         }
     }
-
-    /// (namespace, bigint key): the same key as its decimal text, so a driver that sends the
-    /// number as text (or an untyped parameter) locks the same key.
-    pub fn named_bigint(
-        fcinfo: pg_sys::FunctionCallInfo,
-        function: &'static str,
-        namespace: Option<&str>,
-        key: Option<i64>,
-    ) -> Keyed {
-        let key = required(key, function, "key").or_raise();
-        Keyed::named(fcinfo, function, namespace, Some(&key.to_string()))
-    }
 }
 
 /// The longest owner (and lease key text) accepted, in bytes: identifiers, stored in the
@@ -86,6 +74,27 @@ pub(crate) fn owner_argument<'a>(owner: Option<&'a str>, function: &'static str)
         .raise();
     }
     owner
+}
+
+/// An optional `owner` argument (NULL: none): at most MAX_IDENTIFIER_BYTES long (22001).
+pub(crate) fn optional_owner<'a>(
+    owner: Option<&'a str>,
+    function: &'static str,
+) -> Option<&'a str> {
+    owner.map(|owner| owner_argument(Some(owner), function))
+}
+
+/// The `shared` argument: the lock mode asked for (NULL is 22004).
+pub(crate) fn mode_argument(shared: Option<bool>, function: &'static str) -> Mode {
+    match required(shared, function, "shared").or_raise() {
+        true => Mode::Shared,
+        false => Mode::Exclusive,
+    }
+}
+
+/// A `timeout` argument: NULL waits without a limit of fenced_lock's own.
+pub(crate) fn wait_argument(timeout: Option<Interval>) -> Wait {
+    timeout.map_or(Wait::Unbounded, Wait::from_timeout)
 }
 
 /// A `permits` count or a `slot` number (`name` says which): required (22004),
@@ -181,19 +190,9 @@ pub(crate) fn refuse_outside_transaction_block(function: &'static str, key: Lock
     }
 }
 
-/// The three ways the SQL functions ask for a key: wait, wait at most `timeout`, or try.
+/// The two ways the SQL functions ask for a key: wait (`wait_argument`), or try (None when
+/// busy).
 pub(crate) fn acquire_waiting(
-    fcinfo: pg_sys::FunctionCallInfo,
-    function: &'static str,
-    keyed: Keyed,
-    grant: Grant,
-    mode: Mode,
-) -> i64 {
-    acquire(fcinfo, function, keyed, Wait::Unbounded, grant, mode)
-        .expect("an unbounded wait ends in a grant")
-}
-
-pub(crate) fn acquire_within(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
     keyed: Keyed,
@@ -201,9 +200,8 @@ pub(crate) fn acquire_within(
     grant: Grant,
     mode: Mode,
 ) -> i64 {
-    let wait = Wait::from_timeout(required(timeout, function, "timeout").or_raise());
-    acquire(fcinfo, function, keyed, wait, grant, mode)
-        .expect("a bounded wait ends in a grant or an error")
+    acquire(fcinfo, function, keyed, wait_argument(timeout), grant, mode)
+        .expect("a wait ends in a grant or an error")
 }
 
 pub(crate) fn try_acquire(
@@ -373,6 +371,10 @@ pub(crate) fn grant_token(fcinfo: pg_sys::FunctionCallInfo, new: NewGrant) -> i6
     stats::one(key, Count::TokensIssued);
     if scope == Scope::Session {
         stats::one(key, Count::SessionGrants);
+        // An exclusive session grant is a leader's term.
+        if mode == Mode::Exclusive && lockable.permit == 0 {
+            stats::one(key, Count::LeaderTerms);
+        }
     }
     token
 }
@@ -562,139 +564,74 @@ pub(crate) fn same_tag(a: &pg_sys::LOCKTAG, b: &pg_sys::LOCKTAG) -> bool {
     )
 }
 
-/// The three SQL forms of a key-taking function `F`: `F(ns int4, id int4, ...)`,
-/// `F_named(namespace text, key text, ...)` and `F_named_bigint(namespace text, key bigint,
-/// ...)`. Separate names, not overloads: a driver's untyped parameters would make PostgreSQL
-/// pick the text overload (unknown prefers the string category), and lock another key.
-/// `$body` sees the function's SQL name as `$function` and the resolved `Keyed` as `$keyed`.
+/// The two SQL forms of a key-taking function `F`: `F(ns int4, id int4, ...)` and
+/// `F_named(namespace text, key text, ...)`. Separate names, not overloads: a driver's untyped
+/// parameters would make PostgreSQL pick the text overload (unknown prefers the string
+/// category), and lock another key. `arguments` are pasted as written (with pgrx's
+/// `default!`), after the key. `$body` sees the function's SQL name as `$function` and the
+/// resolved `Keyed` as `$keyed`.
 macro_rules! key_forms {
     (
-        names: [$pair:literal, $named:literal, $bigint:literal],
-        rust: [$pair_fn:ident, $named_fn:ident, $bigint_fn:ident],
+        names: [$pair:ident, $named:ident],
         attributes: [$($attr:tt)*],
-        arguments: ($($arg:ident: $arg_type:ty),*),
+        arguments: [$($arguments:tt)*],
         returns: $ret:ty,
         |$fcinfo:ident, $function:ident, $keyed:ident| $body:expr $(,)?
     ) => {
-        #[pg_extern(name = $pair, $($attr)*)]
+        #[pg_extern($($attr)*)]
         #[allow(clippy::type_complexity)] // pgrx needs table rows spelled out
-        fn $pair_fn(
+        fn $pair(
             ns: Option<i32>,
             id: Option<i32>,
-            $($arg: $arg_type,)*
+            $($arguments)*
             fcinfo: pg_sys::FunctionCallInfo,
         ) -> $ret {
-            let ($fcinfo, $function) = (fcinfo, $pair);
+            let ($fcinfo, $function) = (fcinfo, stringify!($pair));
             let $keyed = $crate::locking::Keyed::pair($function, ns, id);
             $body
         }
 
-        #[pg_extern(name = $named, $($attr)*)]
+        #[pg_extern($($attr)*)]
         #[allow(clippy::type_complexity)] // pgrx needs table rows spelled out
-        fn $named_fn(
+        fn $named(
             namespace: Option<&str>,
             key: Option<&str>,
-            $($arg: $arg_type,)*
+            $($arguments)*
             fcinfo: pg_sys::FunctionCallInfo,
         ) -> $ret {
-            let ($fcinfo, $function) = (fcinfo, $named);
+            let ($fcinfo, $function) = (fcinfo, stringify!($named));
             let $keyed = $crate::locking::Keyed::named($fcinfo, $function, namespace, key);
-            $body
-        }
-
-        #[pg_extern(name = $bigint, $($attr)*)]
-        #[allow(clippy::type_complexity)] // pgrx needs table rows spelled out
-        fn $bigint_fn(
-            namespace: Option<&str>,
-            key: Option<i64>,
-            $($arg: $arg_type,)*
-            fcinfo: pg_sys::FunctionCallInfo,
-        ) -> $ret {
-            let ($fcinfo, $function) = (fcinfo, $bigint);
-            let $keyed = $crate::locking::Keyed::named_bigint($fcinfo, $function, namespace, key);
             $body
         }
     };
 }
 pub(crate) use key_forms;
 
-/// The acquire functions of one scope, each in its three key forms: wait, wait at most
-/// `timeout` (then 55P03), or try (NULL when held elsewhere). `leases` invokes it for session
-/// scope (ownerless and with an owner); this module for transaction scope. `$grant` may use
-/// the function's SQL name as `function`.
-macro_rules! acquire_functions {
-    (
-        grant: |$function:ident| $grant:expr,
-        mode: $mode:expr,
-        arguments: ($($arg:ident: $arg_type:ty),*),
-        wait: [$w1:literal, $w2:literal, $w3:literal] as [$wf1:ident, $wf2:ident, $wf3:ident],
-        within: [$t1:ident, $t2:ident, $t3:ident],
-        try: [$y1:literal, $y2:literal, $y3:literal] as [$yf1:ident, $yf2:ident, $yf3:ident] $(,)?
-    ) => {
-        $crate::locking::key_forms! {
-            names: [$w1, $w2, $w3],
-            rust: [$wf1, $wf2, $wf3],
-            attributes: [volatile, parallel_unsafe],
-            arguments: ($($arg: $arg_type),*),
-            returns: i64,
-            |fcinfo, $function, keyed| {
-                $crate::locking::acquire_waiting(fcinfo, $function, keyed, $grant, $mode)
-            }
-        }
-
-        $crate::locking::key_forms! {
-            names: [$w1, $w2, $w3],
-            rust: [$t1, $t2, $t3],
-            attributes: [volatile, parallel_unsafe],
-            arguments: ($($arg: $arg_type,)* timeout: Option<pgrx::datum::Interval>),
-            returns: i64,
-            |fcinfo, $function, keyed| {
-                $crate::locking::acquire_within(fcinfo, $function, keyed, timeout, $grant, $mode)
-            }
-        }
-
-        $crate::locking::key_forms! {
-            names: [$y1, $y2, $y3],
-            rust: [$yf1, $yf2, $yf3],
-            attributes: [volatile, parallel_unsafe],
-            arguments: ($($arg: $arg_type),*),
-            returns: Option<i64>,
-            |fcinfo, $function, keyed| {
-                $crate::locking::try_acquire(fcinfo, $function, keyed, $grant, $mode)
-            }
-        }
-    };
-}
-pub(crate) use acquire_functions;
-
-acquire_functions! {
-    grant: |_function| Grant::Transaction,
-    mode: Mode::Exclusive,
-    arguments: (),
-    wait: ["acquire_fenced", "acquire_fenced_named", "acquire_fenced_named_bigint"]
-        as [acquire_fenced, acquire_fenced_named, acquire_fenced_named_bigint],
-    within: [acquire_fenced_within, acquire_fenced_named_within,
-             acquire_fenced_named_bigint_within],
-    try: ["try_acquire_fenced", "try_acquire_fenced_named", "try_acquire_fenced_named_bigint"]
-        as [try_acquire_fenced, try_acquire_fenced_named, try_acquire_fenced_named_bigint],
+// The transaction-scoped lock (pg_advisory_xact_lock's, or with `shared`
+// pg_advisory_xact_lock_shared's) and a new token; released when the transaction ends.
+key_forms! {
+    names: [acquire_fenced, acquire_fenced_named],
+    attributes: [volatile, parallel_unsafe],
+    arguments: [
+        timeout: default!(Option<Interval>, "NULL"),
+        shared: default!(Option<bool>, false),
+    ],
+    returns: i64,
+    |fcinfo, function, keyed| {
+        let mode = mode_argument(shared, function);
+        acquire_waiting(fcinfo, function, keyed, timeout, Grant::Transaction, mode)
+    },
 }
 
-// The shared lock (pg_advisory_xact_lock_shared's): many holders at once, each with a token
-// of its own; excluded by acquire_fenced on the key, and excluding it.
-acquire_functions! {
-    grant: |_function| Grant::Transaction,
-    mode: Mode::Shared,
-    arguments: (),
-    wait: ["acquire_fenced_shared", "acquire_fenced_shared_named",
-           "acquire_fenced_shared_named_bigint"]
-        as [acquire_fenced_shared, acquire_fenced_shared_named,
-            acquire_fenced_shared_named_bigint],
-    within: [acquire_fenced_shared_within, acquire_fenced_shared_named_within,
-             acquire_fenced_shared_named_bigint_within],
-    try: ["try_acquire_fenced_shared", "try_acquire_fenced_shared_named",
-          "try_acquire_fenced_shared_named_bigint"]
-        as [try_acquire_fenced_shared, try_acquire_fenced_shared_named,
-            try_acquire_fenced_shared_named_bigint],
+key_forms! {
+    names: [try_acquire_fenced, try_acquire_fenced_named],
+    attributes: [volatile, parallel_unsafe],
+    arguments: [shared: default!(Option<bool>, false),],
+    returns: Option<i64>,
+    |fcinfo, function, keyed| {
+        let mode = mode_argument(shared, function);
+        try_acquire(fcinfo, function, keyed, Grant::Transaction, mode)
+    },
 }
 
 /// A token from the same allocator, with the same durability, replication and failover

@@ -11,16 +11,17 @@
 //! then looks at the slots again. A try finds the line busy when anyone waits in it, so it
 //! never takes a slot from under the head of the line.
 
+use crate::errors::FencedError;
 use crate::errors::{refuse_in_parallel_mode, warn_held_for_another_owner, warn_not_held};
-use crate::errors::{FencedError, OrRaise};
 use crate::grants;
 use crate::locking::{
-    current_grant, grant_token, key_forms, permit_argument, refuse_unusable_call,
+    current_grant, grant_token, key_forms, optional_owner, permit_argument, refuse_unusable_call,
+    wait_argument,
 };
 use crate::locking::{lock_table, same_tag, take_session_sentinel, try_lock_exclusive};
 use crate::locking::{wait_in_line, Grant, Keyed, Wait};
 use crate::stats::{self, Count};
-use crate::types::{required, LockKey, Lockable, Mode, NewGrant, Scope};
+use crate::types::{LockKey, Lockable, Mode, NewGrant, Scope};
 use crate::wakeups;
 use pgrx::datum::Interval;
 use pgrx::pg_sys;
@@ -34,7 +35,7 @@ const RECHECK_MS: i64 = 1000;
 /// A permit's row: its slot and token.
 type PermitRow = (i32, i64);
 
-/// Takes a permit of `keyed` as `grant` asks: its slot and token, or None when `wait` ran out
+/// Takes a permit of `keyed` as `grant` asks: its slot and token; None only for `Wait::Never`
 /// (or, for `Never`, when no permit was free or others wait in line).
 fn acquire(
     fcinfo: pg_sys::FunctionCallInfo,
@@ -219,7 +220,13 @@ fn take_slot(key: LockKey, permits: u16, wait: Wait, scope: Scope) -> Option<u16
     if !in_line {
         stats::waited(key, started);
         stats::one(key, Count::Timeouts);
-        return None;
+        FencedError::PermitNotAcquired {
+            key,
+            permits: permits.into(),
+            timeout_ms: timeout_ms.unwrap_or_default(),
+            lock_timeout: false,
+        }
+        .raise();
     }
     let deadline = timeout_ms.map(|ms| started + i64::from(ms) * 1000);
     let channel = wakeups::channel(key);
@@ -265,118 +272,78 @@ fn take_slot(key: LockKey, permits: u16, wait: Wait, scope: Scope) -> Option<u16
             stats::one(key, Count::AcquiredAfterWait);
             Some(slot)
         }
-        (None, Wait::Unbounded) => {
-            stats::one(key, Count::LockTimeouts);
+        (None, Wait::Never) => None,
+        (None, wait) => {
+            let lock_timeout = matches!(wait, Wait::Unbounded);
+            stats::one(
+                key,
+                if lock_timeout {
+                    Count::LockTimeouts
+                } else {
+                    Count::Timeouts
+                },
+            );
             FencedError::PermitNotAcquired {
                 key,
                 permits: permits.into(),
                 timeout_ms: timeout_ms.unwrap_or_default(),
+                lock_timeout,
             }
             .raise()
-        }
-        (None, _) => {
-            stats::one(key, Count::Timeouts);
-            None
         }
     }
 }
 
-/// The three ways to ask, each returning the permit's row (none when not granted).
-macro_rules! permit_functions {
-    (
-        grant: |$function:ident| $grant:expr,
-        arguments: ($($arg:ident: $arg_type:ty),*),
-        wait: [$w1:literal, $w2:literal, $w3:literal] as [$wf1:ident, $wf2:ident, $wf3:ident],
-        within: [$t1:ident, $t2:ident, $t3:ident],
-        try: [$y1:literal, $y2:literal, $y3:literal] as [$yf1:ident, $yf2:ident, $yf3:ident] $(,)?
-    ) => {
-        key_forms! {
-            names: [$w1, $w2, $w3],
-            rust: [$wf1, $wf2, $wf3],
-            attributes: [volatile, parallel_unsafe],
-            arguments: (permits: Option<i32> $(, $arg: $arg_type)*),
-            returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
-            |fcinfo, $function, keyed| {
-                TableIterator::new(acquire(fcinfo, $function, keyed, permits, Wait::Unbounded,
-                                           $grant))
-            }
-        }
-
-        key_forms! {
-            names: [$w1, $w2, $w3],
-            rust: [$t1, $t2, $t3],
-            attributes: [volatile, parallel_unsafe],
-            arguments: (permits: Option<i32> $(, $arg: $arg_type)*, timeout: Option<Interval>),
-            returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
-            |fcinfo, $function, keyed| {
-                let timeout = required(timeout, $function, "timeout").or_raise();
-                let wait = Wait::from_timeout(timeout);
-                TableIterator::new(acquire(fcinfo, $function, keyed, permits, wait, $grant))
-            }
-        }
-
-        key_forms! {
-            names: [$y1, $y2, $y3],
-            rust: [$yf1, $yf2, $yf3],
-            attributes: [volatile, parallel_unsafe],
-            arguments: (permits: Option<i32> $(, $arg: $arg_type)*),
-            returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
-            |fcinfo, $function, keyed| {
-                TableIterator::new(acquire(fcinfo, $function, keyed, permits, Wait::Never,
-                                           $grant))
-            }
-        }
-    };
+// A permit at transaction scope: released when the transaction ends. Waiting forms raise
+// 55P03 when `timeout` (or lock_timeout) runs out; try forms return no row when busy.
+key_forms! {
+    names: [acquire_permit, acquire_permit_named],
+    attributes: [volatile, parallel_unsafe],
+    arguments: [permits: Option<i32>, timeout: default!(Option<Interval>, "NULL"),],
+    returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
+    |fcinfo, function, keyed| {
+        let wait = wait_argument(timeout);
+        TableIterator::new(acquire(fcinfo, function, keyed, permits, wait, Grant::Transaction))
+    },
 }
 
-// A permit at transaction scope: released when the transaction ends.
-permit_functions! {
-    grant: |_function| Grant::Transaction,
-    arguments: (),
-    wait: ["acquire_fenced_permit", "acquire_fenced_permit_named",
-           "acquire_fenced_permit_named_bigint"]
-        as [acquire_fenced_permit, acquire_fenced_permit_named,
-            acquire_fenced_permit_named_bigint],
-    within: [acquire_fenced_permit_within, acquire_fenced_permit_named_within,
-             acquire_fenced_permit_named_bigint_within],
-    try: ["try_acquire_fenced_permit", "try_acquire_fenced_permit_named",
-          "try_acquire_fenced_permit_named_bigint"]
-        as [try_acquire_fenced_permit, try_acquire_fenced_permit_named,
-            try_acquire_fenced_permit_named_bigint],
+key_forms! {
+    names: [try_acquire_permit, try_acquire_permit_named],
+    attributes: [volatile, parallel_unsafe],
+    arguments: [permits: Option<i32>,],
+    returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
+    |fcinfo, function, keyed| {
+        TableIterator::new(acquire(fcinfo, function, keyed, permits, Wait::Never, Grant::Transaction))
+    },
 }
 
-// A permit at session scope, without an owner: until release_fenced_permit or the session's end.
-permit_functions! {
-    grant: |_function| Grant::Session { owner: None },
-    arguments: (),
-    wait: ["acquire_fenced_permit_session", "acquire_fenced_permit_session_named",
-           "acquire_fenced_permit_session_named_bigint"]
-        as [acquire_fenced_permit_session, acquire_fenced_permit_session_named,
-            acquire_fenced_permit_session_named_bigint],
-    within: [acquire_fenced_permit_session_within, acquire_fenced_permit_session_named_within,
-             acquire_fenced_permit_session_named_bigint_within],
-    try: ["try_acquire_fenced_permit_session", "try_acquire_fenced_permit_session_named",
-          "try_acquire_fenced_permit_session_named_bigint"]
-        as [try_acquire_fenced_permit_session, try_acquire_fenced_permit_session_named,
-            try_acquire_fenced_permit_session_named_bigint],
+// A permit at session scope, for `owner` or for none: until release_permit or the session's
+// end; only its owner gets it back or releases it.
+key_forms! {
+    names: [acquire_permit_session, acquire_permit_session_named],
+    attributes: [volatile, parallel_unsafe],
+    arguments: [
+        permits: Option<i32>,
+        timeout: default!(Option<Interval>, "NULL"),
+        owner: default!(Option<&str>, "NULL"),
+    ],
+    returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
+    |fcinfo, function, keyed| {
+        let grant = Grant::Session { owner: optional_owner(owner, function) };
+        let wait = wait_argument(timeout);
+        TableIterator::new(acquire(fcinfo, function, keyed, permits, wait, grant))
+    },
 }
 
-// The same, taken for an owner: one permit of a key per owner, and only that owner gets it
-// back or releases it. The waiting forms have a name of their own, as acquire_fenced_session's.
-permit_functions! {
-    grant: |function| Grant::Session { owner: Some(crate::locking::owner_argument(owner, function)) },
-    arguments: (owner: Option<&str>),
-    wait: ["acquire_fenced_permit_session_owned", "acquire_fenced_permit_session_owned_named",
-           "acquire_fenced_permit_session_owned_named_bigint"]
-        as [acquire_fenced_permit_session_owned, acquire_fenced_permit_session_owned_named,
-            acquire_fenced_permit_session_owned_named_bigint],
-    within: [acquire_fenced_permit_session_owned_within,
-             acquire_fenced_permit_session_owned_named_within,
-             acquire_fenced_permit_session_owned_named_bigint_within],
-    try: ["try_acquire_fenced_permit_session", "try_acquire_fenced_permit_session_named",
-          "try_acquire_fenced_permit_session_named_bigint"]
-        as [try_acquire_fenced_permit_session_owner, try_acquire_fenced_permit_session_owner_named,
-            try_acquire_fenced_permit_session_owner_named_bigint],
+key_forms! {
+    names: [try_acquire_permit_session, try_acquire_permit_session_named],
+    attributes: [volatile, parallel_unsafe],
+    arguments: [permits: Option<i32>, owner: default!(Option<&str>, "NULL"),],
+    returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
+    |fcinfo, function, keyed| {
+        let grant = Grant::Session { owner: optional_owner(owner, function) };
+        TableIterator::new(acquire(fcinfo, function, keyed, permits, Wait::Never, grant))
+    },
 }
 
 /// Releases this session's permit `slot` of `key` if it was taken for `owner`: true, or false
@@ -417,29 +384,14 @@ pub(crate) fn release(lock: Lockable) {
     wakeups::wake_now(lock.key);
 }
 
-// Releases this session's permit of the key in `slot`, taken without an owner (or, with
-// `owner`, for that owner): true, or false with a WARNING when it is not held so.
+// Releases this session's permit of the key in `slot`, taken for `owner` (NULL: without
+// one): true, or false with a WARNING when it is not held so.
 key_forms! {
-    names: ["release_fenced_permit", "release_fenced_permit_named",
-            "release_fenced_permit_named_bigint"],
-    rust: [release_fenced_permit, release_fenced_permit_named,
-           release_fenced_permit_named_bigint],
+    names: [release_permit, release_permit_named],
     attributes: [volatile, parallel_unsafe],
-    arguments: (slot: Option<i32>),
-    returns: bool,
-    |_fcinfo, function, keyed| release_for(function, keyed.key, slot, None),
-}
-
-key_forms! {
-    names: ["release_fenced_permit", "release_fenced_permit_named",
-            "release_fenced_permit_named_bigint"],
-    rust: [release_fenced_permit_owner, release_fenced_permit_owner_named,
-           release_fenced_permit_owner_named_bigint],
-    attributes: [volatile, parallel_unsafe],
-    arguments: (slot: Option<i32>, owner: Option<&str>),
+    arguments: [slot: Option<i32>, owner: default!(Option<&str>, "NULL"),],
     returns: bool,
     |_fcinfo, function, keyed| {
-        let owner = crate::locking::owner_argument(owner, function);
-        release_for(function, keyed.key, slot, Some(owner))
+        release_for(function, keyed.key, slot, optional_owner(owner, function))
     },
 }

@@ -579,7 +579,7 @@ impl GrantIndex {
 /// acquired_at, key, owner): `key` is the text of a named key, NULL for an (ns, id) key;
 /// `owner` the owner a session grant was taken for (each their first 64 bytes).
 #[allow(clippy::type_complexity)]
-#[pg_extern(volatile, parallel_restricted)]
+#[pg_extern(volatile, parallel_restricted, schema = "fenced_lock_internal")]
 fn fenced_lock_grants() -> TableIterator<
     'static,
     (
@@ -608,7 +608,7 @@ fn fenced_lock_grants() -> TableIterator<
 }
 
 /// Whether this server keeps the grants table (fenced_lock is preloaded).
-#[pg_extern(stable, parallel_safe)]
+#[pg_extern(stable, parallel_safe, schema = "fenced_lock_internal")]
 fn fenced_lock_grants_available() -> bool {
     available()
 }

@@ -17,7 +17,7 @@ mod storage;
 
 use crate::errors::{refuse_in_parallel_mode, FencedError, OrRaise};
 use crate::locking::permit_argument;
-use crate::locking::{key_forms, try_lock_exclusive, Wait};
+use crate::locking::{key_forms, try_lock_exclusive, wait_argument, Wait};
 use crate::stats::{self, Count};
 use crate::types::{required, LockKey, MAX_PERMITS};
 use crate::unguarded;
@@ -495,6 +495,8 @@ struct LeaseWait {
     started: pg_sys::TimestampTz,
     delayed: bool,
     logged: bool,
+    /// The holder last seen (owner, token): what a wait that runs out names.
+    holder: Option<(String, i64)>,
 }
 
 impl LeaseWait {
@@ -504,6 +506,7 @@ impl LeaseWait {
             started: unguarded::now(),
             delayed: false,
             logged: false,
+            holder: None,
         }
     }
 
@@ -512,6 +515,9 @@ impl LeaseWait {
     }
 
     fn held(&mut self, holder: Option<(String, i64)>, delayed: bool) {
+        if holder.is_some() {
+            self.holder.clone_from(&holder);
+        }
         if delayed && !self.delayed {
             self.delayed = true;
             stats::one(self.key, Count::LeasesDelayed);
@@ -534,10 +540,28 @@ impl LeaseWait {
         }
     }
 
-    fn ended(&self) {
+    /// The wait ran out (its own timeout, or lock_timeout): 55P03 naming the key and the
+    /// holder last seen.
+    fn ran_out(&self, timeout_ms: i32, lock_timeout: bool) -> ! {
         if self.logged {
             self.log(&format!("gave up waiting for lease {}", self.key));
         }
+        stats::waited(self.key, self.started);
+        stats::one(
+            self.key,
+            if lock_timeout {
+                Count::LockTimeouts
+            } else {
+                Count::Timeouts
+            },
+        );
+        FencedError::LeaseNotAcquired {
+            key: self.key,
+            timeout_ms,
+            lock_timeout,
+            holder: self.holder.clone(),
+        }
+        .raise()
     }
 
     fn log(&self, what: &str) {
@@ -549,14 +573,15 @@ impl LeaseWait {
     }
 }
 
-/// Acquires the lease (with `permits`: a permit of it), waiting up to `wait` (None: not at
-/// all); the slot (0 for the lease) and token, or None.
+/// Acquires the lease (with `permits`: a permit of it), waiting as `wait` says: the slot (0
+/// for the lease) and token; None only for `Wait::Never` (busy). A wait that runs out raises
+/// 55P03.
 fn acquire(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &'static str,
     keyed: crate::locking::Keyed,
     (owner, ttl, permits): (Option<&str>, Option<Interval>, Option<u16>),
-    wait: Option<Interval>,
+    wait: Wait,
 ) -> Option<(u16, i64)> {
     let owner = crate::locking::owner_argument(owner, function);
     if keyed
@@ -576,8 +601,18 @@ fn acquire(
     refuse_read_only(function);
     refuse_in_parallel_mode(function);
     let now = unguarded::now;
-    let deadline =
-        wait.map(|wait| now().saturating_add(wait.as_micros().clamp(0, i64::MAX as i128) as i64));
+    // The bound of a wait: its own timeout, else lock_timeout (as a lock wait's), else none.
+    let lock_timeout_ms = unsafe { pg_sys::LockTimeout };
+    let (bound_ms, lock_timeout) = match wait {
+        Wait::Never => (None, false),
+        Wait::AtMost { millis, .. } => (Some(millis), false),
+        Wait::Unbounded if lock_timeout_ms > 0 => (Some(lock_timeout_ms), true),
+        Wait::Unbounded => (None, true),
+    };
+    let deadline = match wait {
+        Wait::Never => None,
+        _ => Some(bound_ms.map_or(i64::MAX, |ms| now().saturating_add(i64::from(ms) * 1000))),
+    };
     let channel = wakeups::channel(keyed.key);
     let line = keyed.key.lease_line_tag(permits.is_some());
     let call = Acquire {
@@ -590,14 +625,21 @@ fn acquire(
         permits,
         line,
     };
-    let mut wait = LeaseWait::new(call.keyed.key);
+    let mut lease_wait = LeaseWait::new(call.keyed.key);
     // A waiting acquire first takes its place in the key's line and looks only at its head,
     // so that waiters are granted in arrival order; it leaves the line once it has the lease
     // or gives up (an error leaves it with the rest of the transaction's locks).
     if let Some(deadline) = deadline {
-        if !join_line(call.keyed.key, &call.line, deadline - now()) {
-            wait.ended();
-            return None;
+        let line_wait = match bound_ms {
+            Some(_) => {
+                let millis = ((deadline - now()).max(0) + 999) / 1000;
+                let millis = millis.min(i64::from(i32::MAX)) as i32;
+                Wait::AtMost { millis, of: millis }
+            }
+            None => Wait::Unbounded,
+        };
+        if !join_line(call.keyed.key, &call.line, line_wait) {
+            lease_wait.ran_out(bound_ms.unwrap_or_default(), lock_timeout);
         }
     }
     let leave_line = || {
@@ -618,7 +660,7 @@ fn acquire(
                     unsafe { pg_sys::ConditionVariableCancelSleep() };
                 }
                 leave_line();
-                wait.granted();
+                lease_wait.granted();
                 return Some((slot, token));
             }
             Seen::Held {
@@ -626,12 +668,11 @@ fn acquire(
                 holder,
                 delayed,
             } => {
-                wait.held(holder, delayed);
+                lease_wait.held(holder, delayed);
                 expires_in_us
             }
         };
         let Some(deadline) = deadline else {
-            wait.ended();
             return None;
         };
         let left_us = deadline - now();
@@ -640,8 +681,7 @@ fn acquire(
                 unsafe { pg_sys::ConditionVariableCancelSleep() };
             }
             leave_line();
-            wait.ended();
-            return None;
+            lease_wait.ran_out(bound_ms.unwrap_or_default(), lock_timeout);
         }
         // Until the holder's expiry (then the lease can be taken over), the deadline or
         // RECHECK_MS, whichever is first; a release wakes the sleeper earlier. A row locked by
@@ -650,19 +690,17 @@ fn acquire(
             1.. => (expires_in_us + 999) / 1000,
             _ => ROW_LOCKED_RECHECK_MS,
         };
-        let sleep_ms = ((left_us + 999) / 1000)
+        let sleep_ms = (left_us.saturating_add(999) / 1000)
             .min(until_expiry_ms)
             .min(RECHECK_MS);
         wakeups::sleep(channel, sleep_ms, crate::compat::lease_wait_event());
     }
 }
 
-/// Takes a place in the line of `key`'s waiting lease acquires, `line`, and waits at most
-/// `left_us` to reach its head: false when that ran out first.
-fn join_line(key: LockKey, line: &pg_sys::LOCKTAG, left_us: i64) -> bool {
-    let at_head = try_lock_exclusive(line, false);
-    let millis = ((left_us.max(0) + 999) / 1000).min(i64::from(i32::MAX)) as i32;
-    at_head || crate::locking::wait_in_line(key, line, Wait::AtMost { millis, of: millis })
+/// Takes a place in the line of `key`'s waiting lease acquires, `line`, and waits as `wait`
+/// says to reach its head: false when a bounded wait ran out first.
+fn join_line(key: LockKey, line: &pg_sys::LOCKTAG, wait: Wait) -> bool {
+    try_lock_exclusive(line, false) || crate::locking::wait_in_line(key, line, wait)
 }
 
 /// Whether nobody waits in `line` (then a call that does not wait may take a free lease): a
@@ -675,86 +713,80 @@ fn line_is_empty(line: &pg_sys::LOCKTAG) -> bool {
     free
 }
 
-// The lease on the key for `owner`, for `ttl` on the database's clock: its token if the key
-// is free, expired, or already held by this owner (then the same token, the TTL extended);
-// NULL otherwise. A new holder gets a new token, larger than every earlier one.
+// The lease on the key for `owner`, for `ttl` on the database's clock: its token once the
+// key is free, expired, or already held by this owner (then the same token, the TTL
+// extended), waiting in arrival order for a release or the holder's expiry (55P03 when
+// `timeout`, or lock_timeout, runs out). A new holder gets a new token, larger than every
+// earlier one.
 key_forms! {
-    names: ["acquire_lease", "acquire_lease_named", "acquire_lease_named_bigint"],
-    rust: [acquire_lease, acquire_lease_named, acquire_lease_named_bigint],
+    names: [acquire_lease, acquire_lease_named],
     attributes: [volatile, parallel_unsafe],
-    arguments: (owner: Option<&str>, ttl: Option<Interval>),
-    returns: Option<i64>,
+    arguments: [
+        owner: Option<&str>,
+        ttl: Option<Interval>,
+        timeout: default!(Option<Interval>, "NULL"),
+    ],
+    returns: i64,
     |fcinfo, function, keyed| {
-        acquire(fcinfo, function, keyed, (owner, ttl, None), None).map(|(_, token)| token)
+        let wait = wait_argument(timeout);
+        let granted = acquire(fcinfo, function, keyed, (owner, ttl, None), wait);
+        granted.map(|(_, token)| token).expect("a wait ends in a grant or an error")
     },
 }
 
-// The same, waiting up to `wait` for a release or the holder's expiry; then NULL.
+// The same without waiting: NULL when another owner holds the key (or others wait in line).
 key_forms! {
-    names: ["acquire_lease", "acquire_lease_named", "acquire_lease_named_bigint"],
-    rust: [acquire_lease_wait, acquire_lease_named_wait, acquire_lease_named_bigint_wait],
+    names: [try_acquire_lease, try_acquire_lease_named],
     attributes: [volatile, parallel_unsafe],
-    arguments: (owner: Option<&str>, ttl: Option<Interval>, wait: Option<Interval>),
+    arguments: [owner: Option<&str>, ttl: Option<Interval>,],
     returns: Option<i64>,
     |fcinfo, function, keyed| {
-        let wait = wait_argument(wait, function);
-        acquire(fcinfo, function, keyed, (owner, ttl, None), Some(wait)).map(|(_, token)| token)
+        acquire(fcinfo, function, keyed, (owner, ttl, None), Wait::Never).map(|(_, token)| token)
     },
 }
 
 // A permit of the key's lease semaphore of `permits` for `owner`, for `ttl`: one row (slot,
-// token) when the owner already holds one (the same row, the TTL extended) or a slot within
-// `permits` is free, released or expired; no row otherwise. Renewed and released as any lease,
-// by its token.
+// token) once the owner holds one (the same row, the TTL extended) or a slot within `permits`
+// is free, released or expired, waiting as acquire_lease waits. Renewed and released as any
+// lease, by its token.
 key_forms! {
-    names: ["acquire_lease_permit", "acquire_lease_permit_named",
-            "acquire_lease_permit_named_bigint"],
-    rust: [acquire_lease_permit, acquire_lease_permit_named, acquire_lease_permit_named_bigint],
+    names: [acquire_lease_permit, acquire_lease_permit_named],
     attributes: [volatile, parallel_unsafe],
-    arguments: (permits: Option<i32>, owner: Option<&str>, ttl: Option<Interval>),
+    arguments: [
+        permits: Option<i32>,
+        owner: Option<&str>,
+        ttl: Option<Interval>,
+        timeout: default!(Option<Interval>, "NULL"),
+    ],
     returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
     |fcinfo, function, keyed| {
         let permits = permit_argument(permits, function, "permits");
-        let granted = acquire(fcinfo, function, keyed, (owner, ttl, Some(permits)), None);
+        let wait = wait_argument(timeout);
+        let granted = acquire(fcinfo, function, keyed, (owner, ttl, Some(permits)), wait);
         TableIterator::new(granted.map(|(slot, token)| (i32::from(slot), token)))
     },
 }
 
-// The same, waiting up to `wait` for a release or a holder's expiry; then no row.
+// The same without waiting: no row when no slot is free (or others wait in line).
 key_forms! {
-    names: ["acquire_lease_permit", "acquire_lease_permit_named",
-            "acquire_lease_permit_named_bigint"],
-    rust: [acquire_lease_permit_wait, acquire_lease_permit_named_wait,
-           acquire_lease_permit_named_bigint_wait],
+    names: [try_acquire_lease_permit, try_acquire_lease_permit_named],
     attributes: [volatile, parallel_unsafe],
-    arguments: (permits: Option<i32>, owner: Option<&str>, ttl: Option<Interval>,
-                wait: Option<Interval>),
+    arguments: [permits: Option<i32>, owner: Option<&str>, ttl: Option<Interval>,],
     returns: TableIterator<'static, (name!(slot, i32), name!(token, i64))>,
     |fcinfo, function, keyed| {
         let permits = permit_argument(permits, function, "permits");
-        let wait = wait_argument(wait, function);
-        let granted = acquire(fcinfo, function, keyed, (owner, ttl, Some(permits)), Some(wait));
+        let granted = acquire(fcinfo, function, keyed, (owner, ttl, Some(permits)), Wait::Never);
         TableIterator::new(granted.map(|(slot, token)| (i32::from(slot), token)))
     },
-}
-
-/// A waiting acquire's `wait`: required, not negative (22023).
-fn wait_argument(wait: Option<Interval>, function: &'static str) -> Interval {
-    let wait = required(wait, function, "wait").or_raise();
-    if wait.as_micros() < 0 {
-        FencedError::NegativeTimeout.raise();
-    }
-    wait
 }
 
 // Extends the lease held with `token` to `ttl` from now: the new expiry, or NULL when the
 // lease is lost (taken over after expiry, released, or never held with that token). A lease
 // that expired but was not taken over is still this token's, and is renewed.
 key_forms! {
-    names: ["renew_lease", "renew_lease_named", "renew_lease_named_bigint"],
-    rust: [renew_lease, renew_lease_named, renew_lease_named_bigint],
+    names: [renew_lease, renew_lease_named],
     attributes: [volatile, parallel_unsafe],
-    arguments: (token: Option<i64>, ttl: Option<Interval>),
+    arguments: [token: Option<i64>, ttl: Option<Interval>,],
     returns: Option<TimestampWithTimeZone>,
     |fcinfo, function, keyed| {
         let token = required(token, function, "token").or_raise();
@@ -777,10 +809,9 @@ key_forms! {
 // Releases the lease held with `token`: true, or false when no lease is held with it (taken
 // over after expiry, released already, or never held). Wakes waiting acquires.
 key_forms! {
-    names: ["release_lease", "release_lease_named", "release_lease_named_bigint"],
-    rust: [release_lease, release_lease_named, release_lease_named_bigint],
+    names: [release_lease, release_lease_named],
     attributes: [volatile, parallel_unsafe],
-    arguments: (token: Option<i64>),
+    arguments: [token: Option<i64>,],
     returns: bool,
     |fcinfo, function, keyed| {
         let token = required(token, function, "token").or_raise();
@@ -803,7 +834,7 @@ key_forms! {
 /// When a lease that expires unreleased at `expires_at`, with `lock_delay`, is available to
 /// another owner: their sum, 'infinity' past the end of time (fenced_leases' available_at; a
 /// row of any origin reads without an error).
-#[pg_extern(stable, strict, parallel_safe)]
+#[pg_extern(stable, strict, parallel_safe, schema = "fenced_lock_internal")]
 fn fenced_lease_available_at(
     expires_at: TimestampWithTimeZone,
     lock_delay: Interval,

@@ -43,16 +43,24 @@ fn accept(resource: &str, token: i64) -> Result<(), i64> {
     })
 }
 
-/// Records `token` as the highest accepted for `resource` and returns true, or returns false
-/// when a higher token was already accepted.
-#[pg_extern(volatile, parallel_unsafe, security_definer)]
-#[search_path(@extschema@, pg_temp)]
-fn fence_check(resource: Option<&str>, token: Option<i64>) -> bool {
-    let resource = required(resource, "fence_check", "resource").or_raise();
-    let token = required(token, "fence_check", "token").or_raise();
-    counted(Checker::FenceCheck, resource, token)
+/// fence_check_or_false(resource, token): records `token` as the highest accepted for
+/// `resource` and returns true, or returns false when a higher token was already accepted.
+pub fn check_or_false(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError> {
+    let (resource, token) = arguments(fcinfo, "fence_check_or_false");
+    let accepted = counted(Checker::FenceCheckOrFalse, &resource, token)
         .map_err(StaleToken::warn_if_tokens_went_back)
-        .is_ok()
+        .is_ok();
+    Ok(pg_sys::Datum::from(accepted))
+}
+
+/// The two arguments, both required (22004).
+fn arguments(fcinfo: pg_sys::FunctionCallInfo, function: &'static str) -> (String, i64) {
+    let resource: Option<String> = unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 0) };
+    let token: Option<i64> = unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 1) };
+    (
+        required(resource, function, "resource").or_raise(),
+        required(token, function, "token").or_raise(),
+    )
 }
 
 /// `accept`, counted in fenced_lock_refusals (the ledger's table, by check) and logged when
@@ -73,13 +81,11 @@ fn counted(check: Checker, resource: &str, token: i64) -> Result<(), StaleToken>
     }
 }
 
-/// fence_check_strict(resource, token): like fence_check, but a stale token raises SF001.
-pub fn check_strict(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError> {
-    let resource: Option<String> = unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 0) };
-    let token: Option<i64> = unsafe { pgrx::fcinfo::pg_getarg(fcinfo, 1) };
-    let resource = required(resource, "fence_check_strict", "resource").or_raise();
-    let token = required(token, "fence_check_strict", "token").or_raise();
-    counted(Checker::FenceCheckStrict, &resource, token)
+/// fence_check(resource, token): records `token` as the highest accepted for `resource`, or
+/// raises SF001 when a higher token was already accepted.
+pub fn check(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError> {
+    let (resource, token) = arguments(fcinfo, "fence_check");
+    counted(Checker::FenceCheck, &resource, token)
         .map(|()| pg_sys::Datum::from(0))
         .map_err(RawError::from)
 }

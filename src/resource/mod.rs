@@ -3,7 +3,7 @@
 //! - `update`: fenced_update, a conditional UPDATE that refuses stale tokens;
 //! - `target`: fenced_update's target given by name, resolved once per backend;
 //! - `trigger`: enforce_fence, a trigger that refuses any UPDATE lowering a fence column;
-//! - `ledger`: fence_check / fence_check_strict, the highest token per named resource.
+//! - `ledger`: fence_check / fence_check_or_false, the highest token per named resource.
 
 mod ledger;
 mod target;
@@ -112,42 +112,34 @@ unsafe fn text_bytes<'a>(datum: pg_sys::Datum) -> &'a [u8] {
     }
 }
 
-/// Declares a bare version-1 C function `$name` whose errors keep their SQLSTATE
-/// (`errors::run_raw_entry`): a stale token is refused with SF001, and an error PostgreSQL
-/// raises inside (a trigger's SF001, a domain's custom code) reaches the caller unchanged.
-macro_rules! raw_error_entry {
-    ($name:ident, $finfo:ident, $body:path) => {
-        #[no_mangle]
-        pub extern "C" fn $finfo() -> &'static pg_sys::Pg_finfo_record {
-            const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-            &V1
-        }
-
-        /// # Safety
-        /// Called by PostgreSQL's function manager with a valid `fcinfo`.
-        #[no_mangle]
-        pub unsafe extern "C-unwind" fn $name(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-            unsafe { crate::errors::run_raw_entry(fcinfo, $body) }
-        }
-    };
-}
-
-raw_error_entry!(enforce_fence, pg_finfo_enforce_fence, trigger::fire);
-raw_error_entry!(
+// Each C symbol keeps the meaning it had in the SQL of released versions, which a database
+// not yet updated (or pg_upgrade) still binds to: `fenced_update` and `fence_check_wrapper`
+// return false when stale (1.0's `_or_false` forms), `fenced_update_strict` and
+// `fence_check_strict` raise SF001 (1.0's plain names).
+crate::errors::raw_error_entry!(enforce_fence, pg_finfo_enforce_fence, trigger::fire);
+crate::errors::raw_error_entry!(
     fence_check_strict,
     pg_finfo_fence_check_strict,
-    ledger::check_strict
+    ledger::check
 );
-raw_error_entry!(fenced_update, pg_finfo_fenced_update, update::fenced_update);
-raw_error_entry!(
+crate::errors::raw_error_entry!(
+    fence_check_wrapper,
+    pg_finfo_fence_check_wrapper,
+    ledger::check_or_false
+);
+crate::errors::raw_error_entry!(
     fenced_update_strict,
     pg_finfo_fenced_update_strict,
-    update::fenced_update_strict
+    update::fenced_update
 );
-// 0.1.0's symbol for fenced_update (pgrx's wrapper): a 0.1.0 database keeps working on this
-// library until ALTER EXTENSION fenced_lock UPDATE, and pg_upgrade can load its definition.
-raw_error_entry!(
+crate::errors::raw_error_entry!(
+    fenced_update,
+    pg_finfo_fenced_update,
+    update::fenced_update_or_false
+);
+// 0.1.0's symbol for fenced_update (pgrx's wrapper).
+crate::errors::raw_error_entry!(
     fenced_update_wrapper,
     pg_finfo_fenced_update_wrapper,
-    update::fenced_update
+    update::fenced_update_or_false
 );

@@ -166,15 +166,16 @@ fn quote_ident(name: &str) -> String {
 }
 
 /// Writes `changes` and the fence to the row whose key is `id`, unless the row already
-/// carries a higher token: true when written, false when the caller's token is stale.
+/// carries a higher token: then SF001 (the caller was superseded).
 pub fn fenced_update(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError> {
-    write(fcinfo, Superseded::ReturnFalse)
+    write(fcinfo, Superseded::Raise)
 }
 
-/// The same, raising SF001 when the caller's token is stale: for drivers that return booleans
-/// as the strings "t" and "f" (both truthy), where a false could be read as "written".
-pub fn fenced_update_strict(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError> {
-    write(fcinfo, Superseded::Raise)
+/// The same, returning true when written and false when the caller's token is stale, for SQL
+/// that branches on it (drivers that return booleans as the strings "t" and "f", both truthy,
+/// use fenced_update).
+pub fn fenced_update_or_false(fcinfo: pg_sys::FunctionCallInfo) -> Result<pg_sys::Datum, RawError> {
+    write(fcinfo, Superseded::ReturnFalse)
 }
 
 /// What a call does when the row carries a higher token.
@@ -277,8 +278,8 @@ fn write(
         }
     });
     let check = match superseded {
-        Superseded::ReturnFalse => Checker::FencedUpdate,
-        Superseded::Raise => Checker::FencedUpdateStrict,
+        Superseded::ReturnFalse => Checker::FencedUpdateOrFalse,
+        Superseded::Raise => Checker::FencedUpdate,
     };
     match &written {
         Ok(()) => stats::accepted(check, call.table, token),

@@ -89,29 +89,30 @@ const REFUSAL_FOLDS: [Fold; 7] = {
 /// Where a token is checked.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Checker {
-    FencedUpdate = 1,
-    FencedUpdateStrict,
+    // The numbers are kept in the stats file: 0.4.0's boolean forms had the plain names.
+    FencedUpdateOrFalse = 1,
+    FencedUpdate,
     EnforceFence,
+    FenceCheckOrFalse,
     FenceCheck,
-    FenceCheckStrict,
 }
 
 impl Checker {
     const ALL: [Checker; 5] = [
+        Checker::FencedUpdateOrFalse,
         Checker::FencedUpdate,
-        Checker::FencedUpdateStrict,
         Checker::EnforceFence,
+        Checker::FenceCheckOrFalse,
         Checker::FenceCheck,
-        Checker::FenceCheckStrict,
     ];
 
     fn name(self) -> &'static str {
         match self {
+            Checker::FencedUpdateOrFalse => "fenced_update_or_false",
             Checker::FencedUpdate => "fenced_update",
-            Checker::FencedUpdateStrict => "fenced_update_strict",
             Checker::EnforceFence => "enforce_fence",
+            Checker::FenceCheckOrFalse => "fence_check_or_false",
             Checker::FenceCheck => "fence_check",
-            Checker::FenceCheckStrict => "fence_check_strict",
         }
     }
 }
@@ -451,7 +452,7 @@ fn timestamp(micros: i64) -> Option<TimestampWithTimeZone> {
 /// own row and "other"), the counters in `Count`'s order, the last failover skip's and
 /// advance's times, and when they were last reset.
 #[allow(clippy::type_complexity)] // pgrx needs table rows spelled out
-#[pg_extern(volatile, parallel_restricted)]
+#[pg_extern(volatile, parallel_restricted, schema = "fenced_lock_internal")]
 fn fenced_lock_stats_rows() -> TableIterator<
     'static,
     (
@@ -479,7 +480,7 @@ fn fenced_lock_stats_rows() -> TableIterator<
 /// `RefusalCount`'s order, the last refusal's and acceptance's times, and when they were last
 /// reset.
 #[allow(clippy::type_complexity)] // pgrx needs table rows spelled out
-#[pg_extern(volatile, parallel_restricted)]
+#[pg_extern(volatile, parallel_restricted, schema = "fenced_lock_internal")]
 fn fenced_lock_refusal_rows() -> TableIterator<
     'static,
     (
