@@ -750,6 +750,9 @@ CREATE FUNCTION fenced_update_or_false(
 
 REVOKE EXECUTE ON FUNCTION fence_check(text, bigint) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION fence_check_or_false(text, bigint) FROM PUBLIC;
+COMMENT ON TABLE fence_ledger IS
+    'fenced_lock: highest fencing token accepted per resource name, written by fence_check '
+    'and fence_check_or_false.';
 
 -- The kept privileges, on the replacements.
 DO $privileges$

@@ -6,7 +6,7 @@ CREATE TABLE fence_ledger (
 );
 COMMENT ON TABLE fence_ledger IS
     'fenced_lock: highest fencing token accepted per resource name, written by fence_check '
-    'and fence_check_strict.';
+    'and fence_check_or_false.';
 -- Readable by every role (operators); written only through the functions.
 REVOKE ALL ON TABLE fence_ledger FROM PUBLIC;
 GRANT SELECT ON TABLE fence_ledger TO PUBLIC;

@@ -53,7 +53,10 @@ pub enum FencedError {
         key: LockKey,
         timeout_ms: i32,
         lock_timeout: bool,
-        holder: Option<(String, i64)>,
+        /// The owner of the lease last seen held.
+        holder: Option<String>,
+        /// A lease semaphore's permits (None: the key's lease).
+        permits: Option<u16>,
     },
     PermitNotAcquired {
         key: LockKey,
@@ -347,19 +350,25 @@ impl FencedError {
             ),
             FencedError::LeaseNotAcquired {
                 key,
-                timeout_ms: 0,
-                lock_timeout: false,
-                ..
-            } => format!("could not acquire lease {key} without waiting"),
-            FencedError::LeaseNotAcquired {
-                key,
                 timeout_ms,
-                lock_timeout: false,
+                lock_timeout,
+                permits,
                 ..
-            } => format!("could not acquire lease {key} within {timeout_ms} ms"),
-            FencedError::LeaseNotAcquired {
-                key, timeout_ms, ..
-            } => format!("could not acquire lease {key} within lock_timeout ({timeout_ms} ms)"),
+            } => {
+                let what = match permits {
+                    Some(permits) => {
+                        format!("a permit of lease semaphore {key} ({permits} permits)")
+                    }
+                    None => format!("lease {key}"),
+                };
+                match (timeout_ms, lock_timeout) {
+                    (0, false) => format!("could not acquire {what} without waiting"),
+                    (_, false) => format!("could not acquire {what} within {timeout_ms} ms"),
+                    (_, true) => {
+                        format!("could not acquire {what} within lock_timeout ({timeout_ms} ms)")
+                    }
+                }
+            }
             FencedError::PermitSelfWait { key, permits } => format!(
                 "every permit of fenced semaphore {key} ({permits} permits) is held by this session"
             ),
@@ -444,9 +453,10 @@ impl FencedError {
     fn detail(&self) -> Option<String> {
         match self {
             FencedError::LeaseNotAcquired {
-                holder: Some((owner, token)),
+                holder: Some(owner),
+                permits: None,
                 ..
-            } => Some(format!("Held by owner \"{owner}\" with token {token}.")),
+            } => Some(format!("The lease is held by owner \"{owner}\".")),
             FencedError::NullArgument { .. } => Some(
                 "Only a timeout or an owner may be NULL (the default: no limit, no owner).".into(),
             ),
@@ -546,8 +556,12 @@ impl FencedError {
                 "Run ALTER EXTENSION fenced_lock UPDATE in this database, then call the 1.0 \
                  functions (docs/upgrading.md)."
             }
-            FencedError::LeaseNotAcquired { .. } => {
+            FencedError::LeaseNotAcquired { permits: None, .. } => {
                 "Use try_acquire_lease to skip a busy lease without an error, or wait longer."
+            }
+            FencedError::LeaseNotAcquired { .. } => {
+                "Use try_acquire_lease_permit to skip a full semaphore without an error, or wait \
+                 longer."
             }
             FencedError::PermitNotAcquired { .. } => {
                 "Use try_acquire_permit to skip a busy semaphore without an error, or wait longer."
@@ -664,7 +678,7 @@ pub(crate) fn holders_detail(holders: &[i32]) -> String {
 /// to client.
 const POOLER_HINT: &str = "Session-scoped locks belong to one server connection, which a \
      transaction-mode pooler (PgBouncer, RDS Proxy, serverless drivers) hands to whichever \
-     client comes next. Pass the same owner to acquire and release (the owner forms), or use a \
+     client comes next. Pass the same owner argument to acquire and release, or use a \
      lease (acquire_lease).";
 
 /// Whom a session grant was taken for, as a DETAIL.

@@ -20,7 +20,7 @@ UPDATE inventory SET stock = 0, fence = fence - 1;
 UPDATE inventory SET fence = NULL WHERE sku = 'pear';
 \echo :LAST_ERROR_SQLSTATE
 -- fenced_update on the same table: the stale write is a false, not an error.
-SELECT fenced_update('inventory', 'apple'::text, 2, '{"stock": 0}', 'sku');
+SELECT fenced_update_or_false('inventory', 'apple'::text, 2, '{"stock": 0}', 'sku');
 SELECT * FROM inventory ORDER BY sku;
 
 -- The default column is "fence"; a table may have several fence columns.

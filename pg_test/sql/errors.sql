@@ -1,7 +1,8 @@
 -- Every guard of the transaction-scoped API, with its SQLSTATE.
 \set SHOW_CONTEXT never
 
--- NULL arguments raise 22004, never a NULL that could read as "busy".
+-- NULL arguments raise 22004, never a NULL that could read as "busy"; only a NULL timeout
+-- (or owner) is allowed: it is the default, no limit of fenced_lock's own.
 SELECT acquire_fenced(NULL, 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT acquire_fenced(1, NULL);
@@ -10,8 +11,11 @@ SELECT acquire_fenced(NULL, 1, '1s');
 \echo :LAST_ERROR_SQLSTATE
 SELECT acquire_fenced(1, NULL, '1s');
 \echo :LAST_ERROR_SQLSTATE
-SELECT acquire_fenced(1, 1, NULL);
+BEGIN;
+SELECT acquire_fenced(1, 1, NULL) > 0 AS null_timeout_waits_without_limit;
+SELECT acquire_fenced(1, 5, '1s', NULL);
 \echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
 SELECT try_acquire_fenced(NULL, 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT try_acquire_fenced(1, NULL);

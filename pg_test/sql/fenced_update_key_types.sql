@@ -7,13 +7,13 @@
 \set VERBOSITY terse
 CREATE TABLE acct (id char(4) PRIMARY KEY, fence bigint, note text);
 INSERT INTO acct VALUES ('1'), ('12'), ('AB');
-SELECT fenced_update('acct'::regclass, '12'::text, 10, '{"note": "for 12"}');
-SELECT fenced_update_strict('acct', '12', 11, '{"note": "strict 12"}');
-SELECT fenced_update('acct'::regclass, 'AB'::varchar, 12, '{"note": "for AB"}');
-SELECT fenced_update('acct', '1', 13, '{"note": "for 1"}');
+SELECT fenced_update_or_false('acct'::regclass, '12'::text, 10, '{"note": "for 12"}');
+SELECT fenced_update('acct', '12', 11, '{"note": "strict 12"}');
+SELECT fenced_update_or_false('acct'::regclass, 'AB'::varchar, 12, '{"note": "for AB"}');
+SELECT fenced_update_or_false('acct', '1', 13, '{"note": "for 1"}');
 SELECT id, fence, note FROM acct ORDER BY id;
 -- A value longer than the column: no row matches it (as WHERE id = '12345' matches none).
-SELECT fenced_update('acct', '12345', 14, '{"note": "none"}');
+SELECT fenced_update_or_false('acct', '12345', 14, '{"note": "none"}');
 \echo :LAST_ERROR_SQLSTATE
 
 -- One table per type: the id of the second row, given as text, writes that row alone.
@@ -26,8 +26,8 @@ DECLARE
 BEGIN
     EXECUTE format('CREATE TEMP TABLE k (id %s PRIMARY KEY, fence bigint, note text)', key_type);
     EXECUTE 'INSERT INTO k (id) SELECT unnest($1::text[])::' || key_type USING ids;
-    PERFORM fenced_update('k', id, 7, '{"note": "written"}');
-    PERFORM fenced_update_strict('k', id::varchar, 8, '{"note": "written"}');
+    PERFORM fenced_update_or_false('k', id, 7, '{"note": "written"}');
+    PERFORM fenced_update('k', id::varchar, 8, '{"note": "written"}');
     EXECUTE 'SELECT string_agg(id::text || ''='' || fence, '', '' ORDER BY fence, id::text)
                FROM k WHERE note IS NOT NULL' INTO written;
     DROP TABLE k;

@@ -8,8 +8,8 @@
 CREATE TABLE inv (id int PRIMARY KEY, stock int);
 INSERT INTO inv VALUES (1, 5), (2, 5);
 ALTER TABLE inv ADD COLUMN fence bigint;
-SELECT fenced_update('inv', 1, 7, '{"stock": 9}') AS null_fence_accepts_a_token;
-SELECT fenced_update('inv', 1, 6, '{"stock": 1}') AS lower_token_then_refused;
+SELECT fenced_update_or_false('inv', 1, 7, '{"stock": 9}') AS null_fence_accepts_a_token;
+SELECT fenced_update_or_false('inv', 1, 6, '{"stock": 1}') AS lower_token_then_refused;
 CREATE TRIGGER inv_fence BEFORE UPDATE ON inv FOR EACH ROW EXECUTE FUNCTION enforce_fence();
 UPDATE inv SET stock = 4, fence = 3 WHERE id = 2;
 SELECT * FROM inv ORDER BY id;
@@ -17,20 +17,20 @@ SELECT * FROM inv ORDER BY id;
 -- 4. The ledger is not writable by every role: EXECUTE is for the roles the owner allows.
 CREATE ROLE fenced_hardening_app;
 SET ROLE fenced_hardening_app;
+SELECT fence_check_or_false('s3://bucket/poison.csv', 9223372036854775807);
+\echo :LAST_ERROR_SQLSTATE
 SELECT fence_check('s3://bucket/poison.csv', 9223372036854775807);
 \echo :LAST_ERROR_SQLSTATE
-SELECT fence_check_strict('s3://bucket/poison.csv', 9223372036854775807);
-\echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION fence_check(text, bigint), fence_check_strict(text, bigint)
+GRANT EXECUTE ON FUNCTION fence_check_or_false(text, bigint), fence_check(text, bigint)
     TO fenced_hardening_app;
 SET ROLE fenced_hardening_app;
-SELECT fence_check('s3://bucket/poison.csv', 9223372036854775807) AS allowed_role_writes;
+SELECT fence_check_or_false('s3://bucket/poison.csv', 9223372036854775807) AS allowed_role_writes;
 RESET ROLE;
 -- The operator's repair of a poisoned row (README, Privileges): the owner resets it.
 UPDATE fence_ledger SET token = 0 WHERE resource = 's3://bucket/poison.csv';
-SELECT fence_check('s3://bucket/poison.csv', 5) AS honest_holder_accepted_again;
-REVOKE EXECUTE ON FUNCTION fence_check(text, bigint), fence_check_strict(text, bigint)
+SELECT fence_check_or_false('s3://bucket/poison.csv', 5) AS honest_holder_accepted_again;
+REVOKE EXECUTE ON FUNCTION fence_check_or_false(text, bigint), fence_check(text, bigint)
     FROM fenced_hardening_app;
 
 -- 6. A session grant ends with its lock, however the lock is released; the grants table does
@@ -51,7 +51,7 @@ BEGIN
     END LOOP;
 END
 $$;
-SELECT count(*) <= 1 AS grants_table_not_filled FROM fenced_lock_grants();
+SELECT count(*) <= 1 AS grants_table_not_filled FROM fenced_lock_internal.fenced_lock_grants();
 BEGIN;
 SELECT acquire_fenced(31, 1000) > 0 AS acquired;
 SELECT token IS NOT NULL AS token_shown FROM fenced_locks WHERE ns = 31 AND id = 1000;
@@ -70,11 +70,11 @@ END
 $$;
 CREATE TRIGGER a_lower BEFORE UPDATE ON lowered FOR EACH ROW EXECUTE FUNCTION lower_fence();
 CREATE TRIGGER b_enforce BEFORE UPDATE ON lowered FOR EACH ROW EXECUTE FUNCTION enforce_fence();
-SELECT fenced_update('lowered', 1, 20, '{"v": "y"}');
+SELECT fenced_update_or_false('lowered', 1, 20, '{"v": "y"}');
 \echo :LAST_ERROR_SQLSTATE
 DO $$
 BEGIN
-    PERFORM fenced_update('lowered', 1, 20, '{"v": "y"}');
+    PERFORM fenced_update_or_false('lowered', 1, 20, '{"v": "y"}');
 EXCEPTION WHEN SQLSTATE 'SF001' THEN
     RAISE NOTICE 'caught SF001';
 END
@@ -88,7 +88,7 @@ $$;
 CREATE TABLE guarded (id int PRIMARY KEY, fence bigint, v text);
 INSERT INTO guarded VALUES (1, NULL, 'x');
 CREATE TRIGGER refuse BEFORE UPDATE ON guarded FOR EACH ROW EXECUTE FUNCTION refuse_update();
-SELECT fenced_update('guarded', 1, 1, '{"v": "y"}');
+SELECT fenced_update_or_false('guarded', 1, 1, '{"v": "y"}');
 \echo :LAST_ERROR_SQLSTATE
 -- A domain whose check raises its own code: the value is reported with its column.
 CREATE FUNCTION must_be_even(int) RETURNS boolean LANGUAGE plpgsql AS $$
@@ -102,9 +102,9 @@ $$;
 CREATE DOMAIN even_int AS int CHECK (must_be_even(VALUE));
 CREATE TABLE evens (id int PRIMARY KEY, fence bigint, w even_int);
 INSERT INTO evens VALUES (1, 0, 2);
-SELECT fenced_update('evens', 1, 1, '{"w": 3}');
+SELECT fenced_update_or_false('evens', 1, 1, '{"w": 3}');
 \echo :LAST_ERROR_SQLSTATE
-SELECT fenced_update('evens', 1, 1, '{"w": 4}') AS even_value_written;
+SELECT fenced_update_or_false('evens', 1, 1, '{"w": 4}') AS even_value_written;
 
 -- 8. Re-preparing (any relcache invalidation, auto-analyze included) frees what the last
 --    preparation held: a domain-typed column's input function cache included.
@@ -112,7 +112,7 @@ SELECT sum(total_bytes) AS memory_before FROM pg_backend_memory_contexts \gset
 DO $$
 BEGIN
     FOR i IN 1..3000 LOOP
-        PERFORM fenced_update('evens', 1, 2, '{"w": 6}');
+        PERFORM fenced_update_or_false('evens', 1, 2, '{"w": 6}');
         ALTER TABLE evens ALTER COLUMN w SET STATISTICS 100;
     END LOOP;
 END
@@ -129,7 +129,7 @@ CREATE FUNCTION wide_columns(n int) RETURNS jsonb LANGUAGE sql AS $$
      WHERE n & (1 << (b - 1)) <> 0 $$;
 CREATE FUNCTION wide_matches(n int) RETURNS boolean LANGUAGE sql AS $$
     SELECT to_jsonb(w) @> wide_columns(n) FROM wide w $$;
-SELECT count(*) FILTER (WHERE fenced_update('wide', 1, round * 1000 + n, wide_columns(n))
+SELECT count(*) FILTER (WHERE fenced_update_or_false('wide', 1, round * 1000 + n, wide_columns(n))
                           AND wide_matches(n)) AS written_and_read_back
   FROM generate_series(1, 2) round, generate_series(1, 255) n;
 SELECT count(*) AS statement_sets_kept FROM pg_backend_memory_contexts
@@ -138,10 +138,9 @@ SELECT count(*) AS statement_sets_kept FROM pg_backend_memory_contexts
 -- 9. Values reach their columns as jsonb_populate_record reads them, numbers exactly.
 CREATE TABLE amounts (id int PRIMARY KEY, fence bigint, amount numeric, big int8, small real);
 INSERT INTO amounts VALUES (1, 0);
-SELECT fenced_update('amounts', 1, 1,
-    '{"amount": 1e400, "big": 9223372036854775807, "small": 0.1}') AS written;
+SELECT fenced_update_or_false('amounts', 1, 1, '{"amount": 1e400, "big": 9223372036854775807, "small": 0.1}') AS written;
 SELECT amount = 1e400 AS exact_numeric, big, small FROM amounts;
-SELECT fenced_update('amounts', 1, 2, '{"big": 9223372036854775808}');
+SELECT fenced_update_or_false('amounts', 1, 2, '{"big": 9223372036854775808}');
 \echo :LAST_ERROR_SQLSTATE
 --    Under row-level security, a row the caller sees but may not update is not "superseded".
 CREATE TABLE owned (id int PRIMARY KEY, owner text, fence bigint NOT NULL DEFAULT 0, v text);
@@ -151,7 +150,7 @@ CREATE POLICY see_all ON owned FOR SELECT USING (true);
 CREATE POLICY update_own ON owned FOR UPDATE USING (owner = current_user);
 GRANT SELECT, UPDATE ON owned TO fenced_hardening_app;
 SET ROLE fenced_hardening_app;
-SELECT fenced_update('owned', 1, 5, '{"v": "y"}');
+SELECT fenced_update_or_false('owned', 1, 5, '{"v": "y"}');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 SELECT v, fence FROM owned;

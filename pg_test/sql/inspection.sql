@@ -1,7 +1,7 @@
--- The fenced_locks view and fenced_lock_holder, on a server with fenced_lock preloaded
+-- The fenced_locks view, on a server with fenced_lock preloaded
 -- (the grants table gives token, scope and acquired_at).
 \set SHOW_CONTEXT never
-SELECT fenced_lock_grants_available() AS preloaded;
+SELECT fenced_lock_internal.fenced_lock_grants_available() AS preloaded;
 SELECT pg_catalog.current_setting('fenced_lock.max_grants') AS max_grants;
 SELECT register_namespace('inspect', 9301) AS ns;
 
@@ -22,16 +22,14 @@ SELECT acquire_fenced(9301, 2) > 0 AS in_savepoint;
 SELECT count(*) AS with_savepoint_grant FROM fenced_locks WHERE ns = 9301 AND id = 2;
 ROLLBACK TO SAVEPOINT s;
 SELECT count(*) AS after_rollback_to FROM fenced_locks WHERE ns = 9301 AND id = 2;
-SELECT count(*) AS published FROM fenced_lock_grants() WHERE ns = 9301 AND id = 2;
+SELECT count(*) AS published FROM fenced_lock_internal.fenced_lock_grants() WHERE ns = 9301 AND id = 2;
 
--- fenced_lock_holder: the holder's row, or none.
-SELECT ns, id, token = :t1 AS token_matches, scope FROM fenced_lock_holder(9301, 1);
-SELECT count(*) AS nobody FROM fenced_lock_holder(9301, 99);
+-- The holder's row of fenced_locks, or none (0.4.0's fenced_lock_holder).
+SELECT ns, id, token = :t1 AS token_matches, scope FROM (SELECT * FROM fenced_locks WHERE granted AND ns = 9301 AND id = 1) AS holder;
+SELECT count(*) AS nobody FROM (SELECT * FROM fenced_locks WHERE granted AND ns = 9301 AND id = 99) AS holder;
 COMMIT;
 SELECT count(*) AS after_commit FROM fenced_locks;
-SELECT count(*) AS grants_after_commit FROM fenced_lock_grants();
-SELECT * FROM fenced_lock_holder(NULL, 1);
-\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS grants_after_commit FROM fenced_lock_internal.fenced_lock_grants();
 
 -- Session scope, until released.
 SELECT acquire_fenced_session(9301, 3) AS s3 \gset
@@ -49,21 +47,21 @@ COMMIT;
 -- A freed slot is taken again by this backend's next grant (a withdrawal clears only the
 -- grant's live mark): every grant shows its own key text and owner, whole, never a longer
 -- one's rest.
-SELECT acquire_fenced_session_owned(9301, 6, repeat('o', 64)) > 0 AS owned_64;
+SELECT acquire_fenced_session(9301, 6, owner => repeat('o', 64)) > 0 AS owned_64;
 SELECT key IS NULL AS no_key, owner = repeat('o', 64) AS owner_whole
-  FROM fenced_lock_grants() WHERE ns = 9301 AND id = 6;
+  FROM fenced_lock_internal.fenced_lock_grants() WHERE ns = 9301 AND id = 6;
 SELECT release_fenced(9301, 6, repeat('o', 64));
 BEGIN;
 SELECT acquire_fenced_named('inspect', repeat('k', 64)) > 0 AS named_64;
 SELECT key = repeat('k', 64) AS key_whole, owner IS NULL AS no_owner
-  FROM fenced_lock_grants() WHERE ns = 9301;
+  FROM fenced_lock_internal.fenced_lock_grants() WHERE ns = 9301;
 COMMIT;
-SELECT acquire_fenced_session_owned(9301, 7, 'x') > 0 AS owned_short;
-SELECT key IS NULL AS no_key, owner AS short_owner FROM fenced_lock_grants() WHERE ns = 9301;
+SELECT acquire_fenced_session(9301, 7, owner => 'x') > 0 AS owned_short;
+SELECT key IS NULL AS no_key, owner AS short_owner FROM fenced_lock_internal.fenced_lock_grants() WHERE ns = 9301;
 SELECT release_fenced(9301, 7, 'x');
 BEGIN;
 SELECT acquire_fenced_named('inspect', 'ab') > 0 AS named_short;
-SELECT key AS short_key, owner IS NULL AS no_owner FROM fenced_lock_grants() WHERE ns = 9301;
+SELECT key AS short_key, owner IS NULL AS no_owner FROM fenced_lock_internal.fenced_lock_grants() WHERE ns = 9301;
 COMMIT;
 
 -- More grants than the table holds (max_grants on this server is 64): every acquisition
@@ -76,7 +74,7 @@ SELECT count(*) AS locks, count(token) AS with_token, count(*) - count(token) AS
 SELECT bool_and(token = current_fence(ns, id)) AS published_tokens_right
   FROM fenced_locks WHERE ns = 9303 AND token IS NOT NULL;
 COMMIT;
-SELECT count(*) AS grants_left FROM fenced_lock_grants();
+SELECT count(*) AS grants_left FROM fenced_lock_internal.fenced_lock_grants();
 -- The same with acquire_fenced_all, which publishes its keys together: 40 single grants, then
 -- 50 keys in one call, of which 24 fit; every key of the call shows its one token or none.
 -- After the commit the table is empty again, and a call of 64 keys publishes every one.
@@ -88,18 +86,17 @@ SELECT count(*) AS locks, count(token) AS with_token,
        bool_and(token = :t_all) FILTER (WHERE id > 100) AS the_call_token
   FROM fenced_locks WHERE ns = 9303;
 COMMIT;
-SELECT count(*) AS grants_left FROM fenced_lock_grants();
+SELECT count(*) AS grants_left FROM fenced_lock_internal.fenced_lock_grants();
 BEGIN;
 SELECT acquire_fenced_all(9303, ARRAY(SELECT pg_catalog.generate_series(201, 264))) > 0 AS acquired;
 SELECT count(*) AS locks, count(token) AS with_token FROM fenced_locks WHERE ns = 9303;
 COMMIT;
-SELECT count(*) AS grants_left FROM fenced_lock_grants();
+SELECT count(*) AS grants_left FROM fenced_lock_internal.fenced_lock_grants();
 DELETE FROM fenced_namespaces;
 
--- Every role can read the view and call the holder function.
+-- Every role can read the view.
 CREATE ROLE fenced_viewer;
 SET ROLE fenced_viewer;
 SELECT count(*) AS readable FROM fenced_locks;
-SELECT count(*) AS holder_callable FROM fenced_lock_holder(1, 1);
 RESET ROLE;
 DROP ROLE fenced_viewer;

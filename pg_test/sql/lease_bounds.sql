@@ -12,24 +12,22 @@ SET fenced_lock.lease_lock_delay = '20d';
 \set VERBOSITY terse
 SET fenced_lock.lease_lock_delay = '1d';
 SHOW fenced_lock.lease_lock_delay;
-SELECT acquire_lease(9, 9, 'squatter', '294276-12-25 00:00:00+00'::timestamptz - now());
+SELECT try_acquire_lease(9, 9, 'squatter', '294276-12-25 00:00:00+00'::timestamptz - now());
 \echo :LAST_ERROR_SQLSTATE
-SELECT acquire_lease(9, 9, 'squatter', '367 days');
+SELECT try_acquire_lease(9, 9, 'squatter', '367 days');
 \echo :LAST_ERROR_SQLSTATE
-SELECT acquire_lease(9, 9, 'squatter', '1 year') IS NOT NULL AS a_year_is_within;
-SELECT acquire_lease(9, 9, 'squatter', '366 days') IS NOT NULL AS at_the_maximum;
-SELECT renew_lease(9, 9, (SELECT token FROM fenced_lease_state WHERE ns = 9 AND id = 9),
-                   '367 days');
+SELECT try_acquire_lease(9, 9, 'squatter', '1 year') IS NOT NULL AS a_year_is_within;
+SELECT try_acquire_lease(9, 9, 'squatter', '366 days') IS NOT NULL AS at_the_maximum;
+SELECT renew_lease(9, 9, (SELECT token FROM fenced_lease_state WHERE ns = 9 AND id = 9), '367 days');
 \echo :LAST_ERROR_SQLSTATE
-SELECT renew_lease(9, 9, (SELECT token FROM fenced_lease_state WHERE ns = 9 AND id = 9),
-                   '366 days') IS NOT NULL AS renewed_at_the_maximum;
+SELECT renew_lease(9, 9, (SELECT token FROM fenced_lease_state WHERE ns = 9 AND id = 9), '366 days') IS NOT NULL AS renewed_at_the_maximum;
 RESET fenced_lock.lease_lock_delay;
 
 -- The squatter's row, as 0.3.0 let it be written (and as the owner still can by hand).
 UPDATE fenced_lease_state SET expires_at = '294276-12-25 00:00:00+00', lock_delay = '20 days'
  WHERE ns = 9 AND id = 9;
 SELECT owner, expired, available_at FROM fenced_leases WHERE ns = 9 AND id = 9;
-SELECT acquire_lease(9, 9, 'other', '1 minute') IS NULL AS busy;
+SELECT try_acquire_lease(9, 9, 'other', '1 minute') IS NULL AS busy;
 -- A calendar delay within range adds as timestamptz + interval does; past the end, months
 -- and days saturate too; an infinite expiry stays infinite.
 UPDATE fenced_lease_state SET expires_at = '2030-01-31 12:00:00+00', lock_delay = '1 mon 1 day'
@@ -48,7 +46,7 @@ UPDATE fenced_lease_state SET expires_at = '294276-12-25 00:00:00+00', lock_dela
 \c
 SET client_min_messages = warning;
 \set VERBOSITY terse
-SELECT acquire_lease(9, 10, 'first', '1 minute') IS NOT NULL AS first_lease_of_another_key;
+SELECT try_acquire_lease(9, 10, 'first', '1 minute') IS NOT NULL AS first_lease_of_another_key;
 SELECT release_lease(9, 9, (SELECT token FROM fenced_lease_state WHERE ns = 9 AND id = 9))
        AS released_by_its_holder;
 
@@ -57,29 +55,28 @@ SELECT release_lease(9, 9, (SELECT token FROM fenced_lease_state WHERE ns = 9 AN
 -- NULL that the lease functions do not know, a CHECK constraint, a stored generated column,
 -- NOT NULL on the key's text, which a key given by numbers leaves NULL.
 ALTER TABLE fenced_lease_state ADD COLUMN note text NOT NULL DEFAULT 'none';
-SELECT acquire_lease(9, 20, 'o', '1 minute');
+SELECT try_acquire_lease(9, 20, 'o', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 ALTER TABLE fenced_lease_state DROP COLUMN note;
 ALTER TABLE fenced_lease_state ADD COLUMN note text DEFAULT 'none';
-SELECT acquire_lease(9, 20, 'o', '1 minute');
+SELECT try_acquire_lease(9, 20, 'o', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 ALTER TABLE fenced_lease_state DROP COLUMN note;
 ALTER TABLE fenced_lease_state ADD CONSTRAINT short_owner CHECK (length(owner) < 5) NOT VALID;
-SELECT acquire_lease(9, 20, 'a long owner', '1 minute');
+SELECT try_acquire_lease(9, 20, 'a long owner', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
-SELECT renew_lease(9, 10, (SELECT token FROM fenced_lease_state WHERE ns = 9 AND id = 10),
-                   '1 minute');
+SELECT renew_lease(9, 10, (SELECT token FROM fenced_lease_state WHERE ns = 9 AND id = 10), '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 ALTER TABLE fenced_lease_state DROP CONSTRAINT short_owner;
 ALTER TABLE fenced_lease_state
     ADD COLUMN owner_length int GENERATED ALWAYS AS (length(owner)) STORED;
-SELECT acquire_lease(9, 20, 'o', '1 minute');
+SELECT try_acquire_lease(9, 20, 'o', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 ALTER TABLE fenced_lease_state DROP COLUMN owner_length;
 BEGIN;
 UPDATE fenced_lease_state SET key = id::text WHERE key IS NULL;
 ALTER TABLE fenced_lease_state ALTER COLUMN key SET NOT NULL;
-SELECT acquire_lease(9, 20, 'o', '1 minute');
+SELECT try_acquire_lease(9, 20, 'o', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
 -- NOT NULL on the owner is not refused: a release deletes its row (0.4.0), and no write leaves
@@ -94,7 +91,7 @@ ROLLBACK;
 SELECT count(*) AS nothing_written FROM fenced_lease_state WHERE ns = 9 AND id = 20;
 -- A nullable column without a default is stored NULL, as an INSERT would store it: allowed.
 ALTER TABLE fenced_lease_state ADD COLUMN remark text;
-SELECT acquire_lease(9, 20, 'o', '1 minute') IS NOT NULL AS taken;
+SELECT try_acquire_lease(9, 20, 'o', '1 minute') IS NOT NULL AS taken;
 SELECT remark IS NULL AS stored_null FROM fenced_lease_state WHERE ns = 9 AND id = 20;
 ALTER TABLE fenced_lease_state DROP COLUMN remark;
 SELECT count(*) FILTER (WHERE release_lease(ns, id, token)) AS released

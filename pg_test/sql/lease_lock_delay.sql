@@ -8,7 +8,7 @@ CREATE TEMP TABLE held (label text, token bigint, available_at timestamptz);
 -- Taken with a 5 s delay and a 200 ms TTL (the 4.6 s after the sleep below are room for a
 -- slow machine: the next owner must still be refused).
 SET fenced_lock.lease_lock_delay = '5s';
-INSERT INTO held SELECT 'a', acquire_lease(4400, 1, 'a', '200 ms'), NULL;
+INSERT INTO held SELECT 'a', try_acquire_lease(4400, 1, 'a', '200 ms'), NULL;
 SELECT lock_delay, available_at = expires_at + interval '5 seconds' AS available_after_delay
   FROM fenced_leases WHERE ns = 4400 AND id = 1;
 UPDATE held SET available_at = (SELECT available_at FROM fenced_leases WHERE ns = 4400 AND id = 1);
@@ -16,19 +16,19 @@ RESET fenced_lock.lease_lock_delay;
 -- Expired, within the delay: another owner cannot take it.
 SELECT pg_sleep(0.4);
 SELECT expired FROM fenced_leases WHERE ns = 4400 AND id = 1;
-SELECT acquire_lease(4400, 1, 'b', '10 s') IS NULL AS busy_within_delay;
+SELECT try_acquire_lease(4400, 1, 'b', '10 s') IS NULL AS busy_within_delay;
 -- The holder itself still renews it (with this session's delay now: none).
 SELECT renew_lease(4400, 1, (SELECT token FROM held WHERE label = 'a'), '200 ms') IS NOT NULL
        AS holder_renews;
 SELECT lock_delay FROM fenced_leases WHERE ns = 4400 AND id = 1;
 -- Without a delay, once expired, the next owner takes it.
 SELECT pg_sleep(0.4);
-SELECT acquire_lease(4400, 1, 'b', '10 s') > (SELECT token FROM held WHERE label = 'a')
+SELECT try_acquire_lease(4400, 1, 'b', '10 s') > (SELECT token FROM held WHERE label = 'a')
        AS taken_after_expiry;
 
 -- A waiting acquire sleeps until the delay's end, not the expiry.
 SET fenced_lock.lease_lock_delay = '800ms';
-INSERT INTO held SELECT 'c', acquire_lease(4400, 2, 'c', '100 ms'), NULL;
+INSERT INTO held SELECT 'c', try_acquire_lease(4400, 2, 'c', '100 ms'), NULL;
 UPDATE held SET available_at = (SELECT available_at FROM fenced_leases WHERE ns = 4400 AND id = 2)
  WHERE label = 'c';
 RESET fenced_lock.lease_lock_delay;
@@ -40,9 +40,9 @@ SELECT acquire_lease(4400, 2, 'd', '10 s', '10 s') > (SELECT token FROM held WHE
 
 -- A release frees the lease at once, whatever its delay.
 SET fenced_lock.lease_lock_delay = '1h';
-INSERT INTO held SELECT 'e', acquire_lease(4400, 3, 'e', '10 s'), NULL;
+INSERT INTO held SELECT 'e', try_acquire_lease(4400, 3, 'e', '10 s'), NULL;
 SELECT release_lease(4400, 3, (SELECT token FROM held WHERE label = 'e')) AS released;
-SELECT acquire_lease(4400, 3, 'f', '10 s') IS NOT NULL AS taken_after_release;
+SELECT try_acquire_lease(4400, 3, 'f', '10 s') IS NOT NULL AS taken_after_release;
 RESET fenced_lock.lease_lock_delay;
 
 -- The setting: milliseconds by default, never negative (22023).

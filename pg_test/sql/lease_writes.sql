@@ -7,7 +7,7 @@ SET client_min_messages = warning;
 -- 200 leases with long owners fill their pages, so that renewals inside one transaction
 -- (the old versions still live) must move rows to other pages.
 CREATE TEMP TABLE taken AS
-SELECT id, acquire_lease(7701, id, repeat('o', 200) || id, '1 hour') AS token
+SELECT id, try_acquire_lease(7701, id, repeat('o', 200) || id, '1 hour') AS token
   FROM generate_series(1, 200) id;
 SELECT count(token) AS taken FROM taken;
 CREATE TEMP TABLE first_places AS
@@ -36,7 +36,7 @@ SELECT count(renew_lease(7701, id, token, '1 hour')) AS renewed_again,
 -- Released rows are free for another owner, with a new, larger token.
 SELECT count(*) AS taken_over
   FROM taken t
- WHERE acquire_lease(7701, t.id, 'next-owner', '1 minute') > t.token;
+ WHERE try_acquire_lease(7701, t.id, 'next-owner', '1 minute') > t.token;
 SELECT count(*) AS found_by_the_new_owner
   FROM taken t
  WHERE release_lease(7701, t.id, (SELECT token FROM fenced_lease_state s
@@ -44,7 +44,7 @@ SELECT count(*) AS found_by_the_new_owner
 
 -- A plain index of the DBA's own is maintained too.
 CREATE INDEX lease_by_owner ON fenced_lease_state (owner);
-SELECT acquire_lease(7702, 1, 'indexed-owner', '1 minute') IS NOT NULL AS taken;
+SELECT try_acquire_lease(7702, 1, 'indexed-owner', '1 minute') IS NOT NULL AS taken;
 SET enable_seqscan = off;
 SET enable_bitmapscan = off;
 EXPLAIN (COSTS OFF) SELECT id FROM fenced_lease_state WHERE owner = 'indexed-owner';
@@ -58,19 +58,19 @@ DROP INDEX lease_by_owner;
 CREATE FUNCTION lease_audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
 CREATE TRIGGER lease_audit AFTER INSERT OR UPDATE ON fenced_lease_state
     FOR EACH ROW EXECUTE FUNCTION lease_audit();
-SELECT acquire_lease(7702, 2, 'refused', '1 minute');
+SELECT try_acquire_lease(7702, 2, 'refused', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 DROP TRIGGER lease_audit ON fenced_lease_state;
 CREATE INDEX lease_by_lower_owner ON fenced_lease_state (lower(owner));
-SELECT acquire_lease(7702, 2, 'refused', '1 minute');
+SELECT try_acquire_lease(7702, 2, 'refused', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 DROP INDEX lease_by_lower_owner;
 CREATE INDEX lease_open ON fenced_lease_state (expires_at) WHERE owner IS NOT NULL;
-SELECT acquire_lease(7702, 2, 'refused', '1 minute');
+SELECT try_acquire_lease(7702, 2, 'refused', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 DROP INDEX lease_open;
 SELECT count(*) AS rows_written_while_refused FROM fenced_lease_state WHERE ns = 7702 AND id = 2;
-SELECT acquire_lease(7702, 2, 'accepted', '1 minute') IS NOT NULL AS taken_once_dropped;
+SELECT try_acquire_lease(7702, 2, 'accepted', '1 minute') IS NOT NULL AS taken_once_dropped;
 
 DELETE FROM fenced_lease_state WHERE ns IN (7701, 7702);
 DROP FUNCTION lease_audit();

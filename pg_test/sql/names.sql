@@ -73,10 +73,10 @@ DELETE FROM fenced_namespaces;
 
 -- The session-scoped functions take string keys too.
 SELECT register_namespace('leases', 11) AS leases;
-SELECT acquire_fenced_session_owned_named('leases', 'primary', 'me') AS lease \gset
+SELECT acquire_fenced_session_named('leases', 'primary', owner => 'me') AS lease \gset
 SELECT current_fence(11, fenced_key('primary'), 'me') = :lease AS same_lock_as_int_form,
        try_acquire_fenced_session_named('leases', 'primary', 'me') = :lease AS try_same_grant,
-       acquire_fenced_session_owned_named('leases', 'primary', 'me', '0') = :lease
+       acquire_fenced_session_named('leases', 'primary', '0', 'me') = :lease
            AS timeout_same_grant;
 SELECT release_fenced(11, fenced_key('primary'), 'me') AS released;
 SELECT acquire_fenced_session_named('nope', 'primary');

@@ -9,26 +9,26 @@
 --    domain's base type (unchecked, as a literal compares).
 CREATE TABLE orders (id varchar(8) PRIMARY KEY, state text, fence bigint);
 INSERT INTO orders VALUES ('ORD12345', 'new');
-SELECT fenced_update('orders', 'ORD12345-EXTRA', 1, '{"state": "shipped"}');
+SELECT fenced_update_or_false('orders', 'ORD12345-EXTRA', 1, '{"state": "shipped"}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS literal_matches FROM orders WHERE id = 'ORD12345-EXTRA';
-SELECT fenced_update('orders', 'ORD12345', 2, '{"state": "shipped"}') AS exact_id_written;
+SELECT fenced_update_or_false('orders', 'ORD12345', 2, '{"state": "shipped"}') AS exact_id_written;
 CREATE TABLE prices (id numeric(6,2) PRIMARY KEY, state text, fence bigint);
 INSERT INTO prices VALUES (1.01, 'new');
-SELECT fenced_update('prices', '1.005', 1, '{"state": "rounded"}');
+SELECT fenced_update_or_false('prices', '1.005', 1, '{"state": "rounded"}');
 \echo :LAST_ERROR_SQLSTATE
-SELECT fenced_update('prices', '1.01', 2, '{"state": "exact"}') AS exact_id_written,
-       fenced_update('prices', '1.010', 3, '{"state": "equal"}') AS equal_numeric_written;
+SELECT fenced_update_or_false('prices', '1.01', 2, '{"state": "exact"}') AS exact_id_written,
+       fenced_update_or_false('prices', '1.010', 3, '{"state": "equal"}') AS equal_numeric_written;
 CREATE DOMAIN short_code AS varchar(4) CHECK (VALUE ~ '^[A-Z]+$');
 CREATE TABLE codes (id short_code PRIMARY KEY, state text, fence bigint);
 INSERT INTO codes VALUES ('ABCD', 'new');
-SELECT fenced_update('codes', 'ABCDE', 1, '{"state": "truncated"}');
+SELECT fenced_update_or_false('codes', 'ABCDE', 1, '{"state": "truncated"}');
 \echo :LAST_ERROR_SQLSTATE
-SELECT fenced_update('codes', 'abcd', 1, '{"state": "unchecked"}');
+SELECT fenced_update_or_false('codes', 'abcd', 1, '{"state": "unchecked"}');
 \echo :LAST_ERROR_SQLSTATE
-SELECT fenced_update('codes', 'ABCD', 2, '{"state": "exact"}') AS exact_id_written;
+SELECT fenced_update_or_false('codes', 'ABCD', 2, '{"state": "exact"}') AS exact_id_written;
 -- JDBC sends strings as varchar: read as the key column's type too.
-SELECT fenced_update('prices', '1.01'::varchar, 4, '{"state": "varchar id"}') AS varchar_id;
+SELECT fenced_update_or_false('prices', '1.01'::varchar, 4, '{"state": "varchar id"}') AS varchar_id;
 SELECT * FROM orders;
 SELECT * FROM prices;
 SELECT * FROM codes;
@@ -47,7 +47,7 @@ CREATE FUNCTION parallel_current(ns int, id int) RETURNS bigint LANGUAGE plpgsql
 CREATE FUNCTION parallel_release(ns int, id int) RETURNS boolean LANGUAGE plpgsql PARALLEL SAFE
     AS 'BEGIN RETURN release_fenced(ns, id); END';
 CREATE FUNCTION parallel_lease(ns int, id int) RETURNS bigint LANGUAGE plpgsql PARALLEL SAFE
-    AS 'BEGIN RETURN acquire_lease(ns, id, ''worker'', ''1 minute''); END';
+    AS 'BEGIN RETURN try_acquire_lease(ns, id, ''worker'', ''1 minute''); END';
 SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
                        THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END,
                   'on', false) AS parallel_forced;
@@ -84,23 +84,23 @@ DROP FUNCTION parallel_acquire, parallel_try_session, parallel_current, parallel
 -- 9. Owners and lease keys are identifiers of at most 256 bytes (22001, never truncated), and
 --    released or long-expired leases are swept by later first leases: the lease table does not
 --    grow without bound.
-SELECT acquire_lease(7502, 1, repeat('o', 257), '1 minute');
+SELECT try_acquire_lease(7502, 1, repeat('o', 257), '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 SELECT register_namespace('review-leases') > 0 AS registered;
-SELECT acquire_lease_named('review-leases', repeat('k', 257), 'owner', '1 minute');
+SELECT try_acquire_lease_named('review-leases', repeat('k', 257), 'owner', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
-SELECT acquire_fenced_session_owned(7502, 1, repeat('o', 257));
+SELECT acquire_fenced_session(7502, 1, owner => repeat('o', 257));
 \echo :LAST_ERROR_SQLSTATE
 SELECT try_acquire_fenced_session(7502, 1, repeat('o', 257));
 \echo :LAST_ERROR_SQLSTATE
-SELECT become_leader(7502, 1, repeat('o', 257));
+SELECT try_acquire_fenced_session(7502, 1, repeat('o', 257));
 \echo :LAST_ERROR_SQLSTATE
 SELECT release_fenced(7502, 1, repeat('o', 257));
 \echo :LAST_ERROR_SQLSTATE
-SELECT acquire_lease(7502, 1, repeat('o', 256), '1 minute') > 0 AS owner_of_256_bytes;
+SELECT try_acquire_lease(7502, 1, repeat('o', 256), '1 minute') > 0 AS owner_of_256_bytes;
 -- 200 leases: 100 released, 50 expired two hours ago, 50 live.
 SELECT count(*) AS leased FROM (
-    SELECT acquire_lease(7503, g, 'sweep', '1 hour') FROM generate_series(1, 200) g) l;
+    SELECT try_acquire_lease(7503, g, 'sweep', '1 hour') FROM generate_series(1, 200) g) l;
 SELECT count(*) FILTER (WHERE release_lease(7503, id, token)) AS released
   FROM fenced_lease_state WHERE ns = 7503 AND id <= 100;
 UPDATE fenced_lease_state SET expires_at = clock_timestamp() - interval '2 hours'
@@ -108,7 +108,7 @@ UPDATE fenced_lease_state SET expires_at = clock_timestamp() - interval '2 hours
 -- First leases of new keys sweep the table's pages (32 pages every 16th first lease of a
 -- backend, up to every 256th after sweeps that found nothing) until none is left dead.
 SELECT count(*) > 0 AS first_leases_taken FROM (
-    SELECT acquire_lease(7504, g, 'sweeper', '1 minute')
+    SELECT try_acquire_lease(7504, g, 'sweeper', '1 minute')
       FROM generate_series(1, 256 * ((SELECT pg_relation_size('fenced_lease_state')
                                             / current_setting('block_size')::int)::int / 32 + 1)) g) l;
 SELECT count(*) FILTER (WHERE owner IS NULL) AS released_left,
@@ -118,7 +118,7 @@ SELECT count(*) FILTER (WHERE owner IS NULL) AS released_left,
   FROM fenced_lease_state WHERE ns = 7503;
 -- A key whose row was swept is leased again with a new, larger token.
 SELECT max(token) AS before_sweep FROM fenced_lease_state \gset
-SELECT acquire_lease(7503, 1, 'again', '1 minute') > :before_sweep AS new_larger_token;
+SELECT try_acquire_lease(7503, 1, 'again', '1 minute') > :before_sweep AS new_larger_token;
 DELETE FROM fenced_lease_state WHERE ns BETWEEN 7502 AND 7504;
 DELETE FROM fenced_namespaces WHERE name = 'review-leases';
 
@@ -139,10 +139,10 @@ CREATE TABLE guarded (id int PRIMARY KEY, state text, fence bigint);
 INSERT INTO guarded VALUES (1, 'new', 1);
 CREATE FUNCTION skip_row() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END';
 CREATE TRIGGER skip_every_update BEFORE UPDATE ON guarded FOR EACH ROW EXECUTE FUNCTION skip_row();
-SELECT fenced_update('guarded', 1, 5, '{"state": "skipped"}');
+SELECT fenced_update_or_false('guarded', 1, 5, '{"state": "skipped"}');
 \echo :LAST_ERROR_SQLSTATE
 -- Still false for a stale token: the fence refuses it before any trigger could.
-SELECT fenced_update('guarded', 1, 0, '{"state": "stale"}') AS stale_is_false;
+SELECT fenced_update_or_false('guarded', 1, 0, '{"state": "stale"}') AS stale_is_false;
 SELECT * FROM guarded;
 DROP TABLE guarded;
 DROP FUNCTION skip_row;

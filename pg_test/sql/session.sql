@@ -11,10 +11,9 @@ SELECT acquire_fenced_session(7001, 1);
 ROLLBACK;
 SELECT acquire_fenced_session(7001, 1, '0');
 \echo :LAST_ERROR_SQLSTATE
--- become_leader is the exception: a leader polls with the call that made it leader, and gets
--- its term back (fourth review of 0.4.0, item 14: NULL, "another session leads").
+-- The try form says busy (NULL) too: a leader without an owner polls with current_fence
+-- (0.4.0's become_leader gave its term back; 1.0 has one rule for every session acquire).
 SELECT try_acquire_fenced_session(7001, 1) IS NULL AS try_null,
-       become_leader(7001, 1) = :s1 AS leader_keeps_its_term,
        current_fence(7001, 1) = :s1 AS current_fence_is_token;
 -- The session-level advisory lock, visible in pg_locks, held once.
 SELECT locktype, classid, objid, objsubid, mode, granted FROM pg_catalog.pg_locks
@@ -67,15 +66,15 @@ SELECT count(*) AS advisory_locks_left FROM pg_catalog.pg_locks
 
 -- current_leader: this session, with its application_name; no row when nobody leads.
 SET application_name = 'fenced_leader_test';
-SELECT become_leader(7002, 1) AS term \gset
-SELECT become_leader(7002, 1) = :term AS polled_again_same_term,
-       become_leader(7002, 1, 'an-owner') IS NULL AS another_owner_does_not_lead;
+SELECT try_acquire_fenced_session(7002, 1) AS term \gset
+SELECT current_fence(7002, 1) = :term AS polled_with_current_fence,
+       try_acquire_fenced_session(7002, 1, 'an-owner') IS NULL AS another_owner_does_not_lead;
 -- (this server preloads fenced_lock, so the term and since are known)
 SELECT pid = pg_catalog.pg_backend_pid() AS is_me, application_name, term = :term AS term,
        since <= pg_catalog.clock_timestamp() AS since
-  FROM current_leader(7002, 1);
+  FROM (SELECT pid, application_name, client_addr, token AS term, acquired_at AS since, owner FROM fenced_locks WHERE ns = 7002 AND id = 1 AND granted AND mode = 'exclusive') AS leader;
 SELECT release_fenced(7002, 1);
-SELECT count(*) AS leaders FROM current_leader(7002, 1);
+SELECT count(*) AS leaders FROM (SELECT pid, application_name, client_addr, token AS term, acquired_at AS since, owner FROM fenced_locks WHERE ns = 7002 AND id = 1 AND granted AND mode = 'exclusive') AS leader;
 RESET application_name;
 
 -- (The NOTIFY on release is checked in the session_leases isolation spec, where the sender
@@ -84,17 +83,15 @@ RESET application_name;
 -- Guards: NULL arguments (22004).
 SELECT acquire_fenced_session(NULL, 1);
 \echo :LAST_ERROR_SQLSTATE
-SELECT acquire_fenced_session(1, 1, NULL);
+SELECT acquire_fenced_session(1, 1, shared => NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT try_acquire_fenced_session(1, NULL);
 \echo :LAST_ERROR_SQLSTATE
-SELECT become_leader(NULL, 1);
+SELECT try_acquire_fenced_session(NULL, 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT release_fenced(NULL, 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT current_fence(1, NULL);
-\echo :LAST_ERROR_SQLSTATE
-SELECT * FROM current_leader(NULL, 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT acquire_fenced_session(1, 1, '-1s');
 \echo :LAST_ERROR_SQLSTATE

@@ -38,25 +38,26 @@ SELECT * FROM ns_stats(4201);
 
 -- Session grants, leader terms (a term held again is no new term), their tokens.
 SELECT acquire_fenced_session(4202, 1) > 0 AS session_grant;
-SELECT become_leader(4202, 2, 'me') AS term \gset
-SELECT become_leader(4202, 2, 'me') = :term AS same_term;
+SELECT try_acquire_fenced_session(4202, 2, 'me') AS term \gset
+SELECT try_acquire_fenced_session(4202, 2, 'me') = :term AS same_term;
 SELECT release_all_fenced() AS released;
 SELECT * FROM ns_stats(4202);
 
 -- Leases: acquired, renewed (by acquire and by renew_lease), released, taken over after
 -- expiry, and refused during a lock-delay (counted once per call).
-SELECT acquire_lease(4203, 1, 'w1', '1 hour') AS t1 \gset
-SELECT acquire_lease(4203, 1, 'w1', '1 hour') = :t1 AS renewed_by_acquire;
+SELECT try_acquire_lease(4203, 1, 'w1', '1 hour') AS t1 \gset
+SELECT try_acquire_lease(4203, 1, 'w1', '1 hour') = :t1 AS renewed_by_acquire;
 SELECT renew_lease(4203, 1, :t1, '1 hour') IS NOT NULL AS renewed;
 SELECT release_lease(4203, 1, :t1) AS released;
-SELECT acquire_lease(4203, 2, 'w1', '10 ms') > 0 AS short_lease;
+SELECT try_acquire_lease(4203, 2, 'w1', '10 ms') > 0 AS short_lease;
 SELECT pg_sleep(0.05);
-SELECT acquire_lease(4203, 2, 'w2', '1 hour') > 0 AS taken_over;
+SELECT try_acquire_lease(4203, 2, 'w2', '1 hour') > 0 AS taken_over;
 SET fenced_lock.lease_lock_delay = '1h';
-SELECT acquire_lease(4203, 3, 'w1', '10 ms') > 0 AS delayed_lease;
+SELECT try_acquire_lease(4203, 3, 'w1', '10 ms') > 0 AS delayed_lease;
 SELECT pg_sleep(0.05);
-SELECT acquire_lease(4203, 3, 'w2', '1 hour') AS refused_by_delay;
+SELECT try_acquire_lease(4203, 3, 'w2', '1 hour') AS refused_by_delay;
 SELECT acquire_lease(4203, 3, 'w2', '1 hour', '30 ms') AS refused_after_waiting;
+\echo :LAST_ERROR_SQLSTATE
 RESET fenced_lock.lease_lock_delay;
 SELECT * FROM ns_stats(4203);
 
@@ -86,10 +87,10 @@ SELECT count(*) AS untracked_rows FROM own_stats WHERE ns = 4205;
 -- Refusals and acceptances per table and check; the ledger counts at fence_ledger.
 CREATE TABLE stats_jobs (id int PRIMARY KEY, fence bigint, v text);
 INSERT INTO stats_jobs VALUES (1, NULL, 'a'), (2, NULL, 'a');
-SELECT fenced_update('stats_jobs', 1, 100, '{"v": "b"}') AS written;
-SELECT fenced_update('stats_jobs', 1, 99, '{"v": "c"}') AS stale;
-SELECT fenced_update('stats_jobs', 1, 98, '{"v": "c"}') AS stale_again;
-SELECT fenced_update_strict('stats_jobs', 1, 97, '{"v": "c"}');
+SELECT fenced_update_or_false('stats_jobs', 1, 100, '{"v": "b"}') AS written;
+SELECT fenced_update_or_false('stats_jobs', 1, 99, '{"v": "c"}') AS stale;
+SELECT fenced_update_or_false('stats_jobs', 1, 98, '{"v": "c"}') AS stale_again;
+SELECT fenced_update('stats_jobs', 1, 97, '{"v": "c"}');
 \echo :LAST_ERROR_SQLSTATE
 CREATE TABLE stats_guarded (id int PRIMARY KEY, fence bigint);
 CREATE TRIGGER stats_guarded_fence BEFORE UPDATE ON stats_guarded
@@ -98,8 +99,8 @@ INSERT INTO stats_guarded VALUES (1, 5);
 UPDATE stats_guarded SET fence = 7;
 UPDATE stats_guarded SET fence = 6;
 \echo :LAST_ERROR_SQLSTATE
-SELECT fence_check('stats://r', 10) AS accepted, fence_check('stats://r', 9) AS refused;
-SELECT fence_check_strict('stats://r', 8);
+SELECT fence_check_or_false('stats://r', 10) AS accepted, fence_check_or_false('stats://r', 9) AS refused;
+SELECT fence_check('stats://r', 8);
 \echo :LAST_ERROR_SQLSTATE
 SELECT relation, checked_by, refused, last_refused_token, accepted, last_accepted_token,
        highest_accepted_token,
@@ -141,14 +142,14 @@ SELECT coalesce(sum(refused + accepted), 0) AS after_reset FROM fenced_lock_refu
 CREATE TABLE stats_log (id int PRIMARY KEY, fence bigint);
 INSERT INTO stats_log VALUES (1, 50);
 SET client_min_messages = log;
-SELECT fenced_update('stats_log', 1, 40) AS logged;
-SELECT fenced_update('stats_log', 1, 41) AS not_logged;
-SELECT fenced_update('stats_log', 1, 42) AS not_logged;
+SELECT fenced_update_or_false('stats_log', 1, 40) AS logged;
+SELECT fenced_update_or_false('stats_log', 1, 41) AS not_logged;
+SELECT fenced_update_or_false('stats_log', 1, 42) AS not_logged;
 SELECT pg_sleep(1.1);
-SELECT fenced_update('stats_log', 1, 43) AS logged_with_count;
+SELECT fenced_update_or_false('stats_log', 1, 43) AS logged_with_count;
 SET fenced_lock.log_refusals = off;
 SELECT pg_sleep(1.1);
-SELECT fenced_update('stats_log', 1, 44) AS not_logged_when_off;
+SELECT fenced_update_or_false('stats_log', 1, 44) AS not_logged_when_off;
 RESET fenced_lock.log_refusals;
 RESET client_min_messages;
 

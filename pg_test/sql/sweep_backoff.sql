@@ -14,7 +14,7 @@ $$;
 CREATE PROCEDURE first_leases(first int, last int) LANGUAGE plpgsql AS $$
 BEGIN
     FOR id IN first .. last LOOP
-        PERFORM acquire_lease(9301, id, 'sweeper', '1 hour');
+        PERFORM try_acquire_lease(9301, id, 'sweeper', '1 hour');
         COMMIT;
         EXIT WHEN id > 256 AND NOT EXISTS (SELECT FROM fenced_lease_state WHERE ns = 9302);
     END LOOP;
@@ -35,12 +35,12 @@ SELECT lease_table_scans() - :scans_before AS sweeps;
 -- Retired rows behind the live ones: the backed-off sweeper still reaches them all. A release
 -- deletes its own row (0.4.0); the sweep takes the rows of leases long expired, and those
 -- releases before 0.4.0 left (owner NULL) in an upgraded database.
-SELECT count(release_lease(9302, g, acquire_lease(9302, g, 'gone', '1 minute')))
+SELECT count(release_lease(9302, g, try_acquire_lease(9302, g, 'gone', '1 minute')))
   FROM generate_series(1, 100) g;
 SELECT count(*) AS released_rows_deleted_by_the_release
   FROM generate_series(1, 100) g
  WHERE NOT EXISTS (SELECT FROM fenced_lease_state WHERE ns = 9302 AND id = g);
-SELECT count(acquire_lease(9302, g, 'gone', '1 minute')) FROM generate_series(1, 100) g;
+SELECT count(try_acquire_lease(9302, g, 'gone', '1 minute')) FROM generate_series(1, 100) g;
 UPDATE fenced_lease_state SET owner = NULL, holder = NULL, renewed_at = NULL, expires_at = NULL
  WHERE ns = 9302 AND id <= 50;
 UPDATE fenced_lease_state SET expires_at = clock_timestamp() - interval '2 hours'

@@ -9,7 +9,7 @@ CREATE TABLE tn_a.t (id int PRIMARY KEY, fence bigint, v text);
 CREATE TABLE tn_b.t (id int PRIMARY KEY, fence bigint, v text);
 INSERT INTO tn_a.t VALUES (1, 0, 'a');
 INSERT INTO tn_b.t VALUES (1, 0, 'b');
-PREPARE by_name(text, int, bigint, jsonb) AS SELECT fenced_update($1, $2, $3, $4);
+PREPARE by_name(text, int, bigint, jsonb) AS SELECT fenced_update_or_false($1, $2, $3, $4);
 -- Parsed anew each time (a view would keep the tables it was created with).
 \set show_rows 'SELECT ''tn_a.t'' AS tab, v, fence FROM tn_a.t UNION ALL SELECT ''tn_b.t'', v, fence FROM tn_b.t ORDER BY 1;'
 

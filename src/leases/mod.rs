@@ -495,18 +495,21 @@ struct LeaseWait {
     started: pg_sys::TimestampTz,
     delayed: bool,
     logged: bool,
-    /// The holder last seen (owner, token): what a wait that runs out names.
-    holder: Option<(String, i64)>,
+    /// The owner last seen holding the lease: what a wait that runs out names.
+    holder: Option<String>,
+    /// A lease semaphore's permits (None: the key's lease).
+    permits: Option<u16>,
 }
 
 impl LeaseWait {
-    fn new(key: LockKey) -> LeaseWait {
+    fn new(key: LockKey, permits: Option<u16>) -> LeaseWait {
         LeaseWait {
             key,
             started: unguarded::now(),
             delayed: false,
             logged: false,
             holder: None,
+            permits,
         }
     }
 
@@ -515,8 +518,8 @@ impl LeaseWait {
     }
 
     fn held(&mut self, holder: Option<(String, i64)>, delayed: bool) {
-        if holder.is_some() {
-            self.holder.clone_from(&holder);
+        if let Some((owner, _)) = &holder {
+            self.holder = Some(owner.clone());
         }
         if delayed && !self.delayed {
             self.delayed = true;
@@ -560,6 +563,7 @@ impl LeaseWait {
             timeout_ms,
             lock_timeout,
             holder: self.holder.clone(),
+            permits: self.permits,
         }
         .raise()
     }
@@ -625,7 +629,7 @@ fn acquire(
         permits,
         line,
     };
-    let mut lease_wait = LeaseWait::new(call.keyed.key);
+    let mut lease_wait = LeaseWait::new(call.keyed.key, permits);
     // A waiting acquire first takes its place in the key's line and looks only at its head,
     // so that waiters are granted in arrival order; it leaves the line once it has the lease
     // or gives up (an error leaves it with the rest of the transaction's locks).
