@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The upgrade chain, against the running test server whose socket directory is $1: from 0.1.0,
-# 0.2.0 and 0.3.0 (each release's install script as shipped, sql/fenced_lock--X.sql), use it,
+# The upgrade chain, against the running test server whose socket directory is $1: from 0.1.0
+# to 0.4.0 (each release's install script as shipped, sql/fenced_lock--X.sql), use it,
 # change privileges as a DBA would, ALTER EXTENSION UPDATE, then: the extension's catalog and
 # privileges equal a fresh install's given the same changes, the data and the token position
 # survived, and the pg_regress suite passes on the upgraded database.
@@ -17,49 +17,32 @@ sql() { psql "host=$host user=postgres dbname=$1" -qXAt -v ON_ERROR_STOP=1 "${@:
 SUITE=upgrade${SUITE_SUFFIX:-}
 . scripts/checks.sh
 
-# A DBA's privileges, granted and revoked before the upgrade: the upgrade keeps them, and gives
-# the new forms of a function (named, bigint, owner forms) what that function had. Objects of
-# both 0.1.0 and 0.2.0 (some dropped and created again by the 0.1.0 -> 0.2.0 script):
+# A DBA's privileges, granted and revoked before the upgrade: the upgrade keeps them, on the
+# object itself, or on the 1.0 function that replaced it (the one that does what it did).
+# Objects of every release since 0.1.0:
 common_revoked=("FUNCTION acquire_fenced_session(integer, integer)" "TABLE fenced_locks"
-    "FUNCTION current_leader(integer, integer)" "FUNCTION fenced_lock_grants()"
-    "FUNCTION fenced_lock_holder(integer, integer)" "FUNCTION become_leader(integer, integer)"
-    "FUNCTION release_fenced(integer, integer)" "FUNCTION current_fence(integer, integer)"
-    "FUNCTION release_all_fenced()" "FUNCTION acquire_fenced(integer, integer)"
+    "FUNCTION fenced_lock_grants()" "FUNCTION release_fenced(integer, integer)"
+    "FUNCTION current_fence(integer, integer)" "FUNCTION release_all_fenced()"
+    "FUNCTION acquire_fenced(integer, integer)" "FUNCTION force_release(integer, integer)"
     "FUNCTION fenced_update(regclass, anyelement, bigint, jsonb, text, text)")
 common_granted=("EXECUTE ON FUNCTION acquire_fenced_session(integer, integer)"
     "SELECT ON TABLE fenced_locks")
-# 0.1.0's text forms, replaced by the named forms in 0.2.0.
-revoked_010=("FUNCTION acquire_fenced(text, text)" "FUNCTION acquire_fenced_session(text, text)")
-# The new forms of those in 0.3.0, from either release.
-derived_revoked=("FUNCTION current_fence(integer, integer, text)" "FUNCTION release_all_fenced(text)"
-    "FUNCTION fenced_update_strict(regclass, anyelement, bigint, jsonb, text, text)"
-    "FUNCTION acquire_fenced_all(integer, integer[])"
-    "FUNCTION acquire_fenced_all(integer, integer[], interval)")
-# What those become on 0.3.0: the new forms of each, as the upgrade from 0.1.0 derives them.
-derived_revoked_010=("FUNCTION current_fence_named(text, text)"
-    "FUNCTION current_fence_named_bigint(text, bigint)"
-    "FUNCTION current_fence_named(text, text, text)"
-    "FUNCTION current_fence_named_bigint(text, bigint, text)"
-    "FUNCTION acquire_fenced_session_owned(integer, integer, text)"
-    "FUNCTION current_leader_named(text, text)" "FUNCTION current_leader_named_bigint(text, bigint)"
-    "FUNCTION fenced_lock_holder_named(text, text)"
-    "FUNCTION fenced_lock_holder_named_bigint(text, bigint)"
-    "FUNCTION become_leader(integer, integer, text)" "FUNCTION become_leader_named(text, text)"
-    "FUNCTION become_leader_named_bigint(text, bigint)"
-    "FUNCTION become_leader_named(text, text, text)"
-    "FUNCTION become_leader_named_bigint(text, bigint, text)"
-    "FUNCTION release_fenced(integer, integer, text)" "FUNCTION release_fenced_named(text, text)"
-    "FUNCTION release_fenced_named_bigint(text, bigint)"
-    "FUNCTION release_fenced_named(text, text, text)"
-    "FUNCTION release_fenced_named_bigint(text, bigint, text)"
-    "FUNCTION acquire_fenced_named(text, text)" "FUNCTION acquire_fenced_named_bigint(text, bigint)"
-    "FUNCTION acquire_fenced_all_named(text, text[])"
-    "FUNCTION acquire_fenced_all_named(text, text[], interval)"
-    "FUNCTION acquire_fenced_session_named(text, text)"
-    "FUNCTION acquire_fenced_session_named_bigint(text, bigint)"
-    "FUNCTION acquire_fenced_session_owned_named(text, text, text)"
-    "FUNCTION acquire_fenced_session_owned_named_bigint(text, bigint, text)")
-derived_granted_010=("EXECUTE ON FUNCTION acquire_fenced_session_owned(integer, integer, text)")
+# Their 1.0 names, for the fresh install.
+fresh_revoked=("FUNCTION acquire_fenced_session(integer, integer, interval, text, boolean)"
+    "TABLE fenced_locks" "FUNCTION fenced_lock_internal.fenced_lock_grants()"
+    "FUNCTION release_fenced(integer, integer, text)" "FUNCTION current_fence(integer, integer, text)"
+    "FUNCTION release_all_fenced(text)" "FUNCTION acquire_fenced(integer, integer, interval, boolean)"
+    "FUNCTION force_release(integer, integer)"
+    "FUNCTION fenced_update_or_false(regclass, anyelement, bigint, jsonb, text, text)")
+fresh_granted=("EXECUTE ON FUNCTION acquire_fenced_session(integer, integer, interval, text, boolean)"
+    "SELECT ON TABLE fenced_locks")
+# The forms the upgrades to 0.2.0 and 0.3.0 derived from those (with their privileges), as
+# 1.0 names them: from 0.1.0 or 0.2.0 ...
+derived_revoked=("FUNCTION acquire_fenced_all(integer, integer[], interval)"
+    "FUNCTION fenced_update(regclass, anyelement, bigint, jsonb, text, text)")
+# ... and from 0.1.0 also the named forms.
+derived_revoked_010=("FUNCTION current_fence_named(text, text, text)"
+    "FUNCTION force_release_named(text, text)" "FUNCTION release_fenced_named(text, text, text)")
 
 # Runs "$verb <privilege> ON <object> <preposition> <role>" for each object, on database $1.
 privileges() {
@@ -92,31 +75,31 @@ for from in 0.1.0 0.2.0 0.3.0 0.4.0; do
     upgraded=fenced_lock_upgraded_${from//./_} fresh=fenced_lock_fresh_${from//./_}
     sql postgres -c "DROP DATABASE IF EXISTS $upgraded" -c "DROP DATABASE IF EXISTS $fresh" \
         -c "CREATE DATABASE $upgraded" -c "CREATE DATABASE $fresh"
-    named=$([ "$from" = 0.1.0 ] && echo acquire_fenced || echo acquire_fenced_named)
+    # Used as the old release left it. The 1.0 library runs only what 1.0 kept of the old SQL
+    # (the rest raises 55000 until the update: docs/upgrading.md): the registry, the ledger,
+    # fenced_key, and rows written as the old functions wrote them.
     sql "$upgraded" -c "CREATE EXTENSION fenced_lock VERSION '$from'" \
         -c "SELECT register_namespace('upgrade-ns', 77, 'made on $from')" \
-        -c "SELECT fence_check('upgrade-resource', 42)" \
-        -c "BEGIN" -c "SELECT acquire_fenced(77, g) FROM generate_series(1, 5) g" -c "COMMIT" >/dev/null
-    # A lease held across the upgrade (0.2.0 has leases), taken with the new library on the
-    # old schema: it works, without the lock-delay the schema cannot record yet.
-    [ "$from" = 0.2.0 ] && sql "$upgraded" -c "SET fenced_lock.lease_lock_delay = '5s'" \
-        -c "SELECT acquire_lease(77, 1, 'old-holder', '1 hour')" >/dev/null
-    # The last token drawn on the old release (the latest of all: tokens rise).
-    position=$(sql "$upgraded" -c "BEGIN" -c "SELECT $named('upgrade-ns', 'order:1')" -c "COMMIT")
+        -c "SELECT fence_check('upgrade-resource', 42)" >/dev/null
+    # A 0.1.0 function the update replaces, called before it: 55000 naming the update.
+    check "$from: a replaced function before the update" \
+        "$(sql "$upgraded" -c "BEGIN" -c "SELECT acquire_fenced(77, 1, '1 s')" 2>&1 | grep -o 'ALTER EXTENSION fenced_lock UPDATE' | head -1)" \
+        "ALTER EXTENSION fenced_lock UPDATE"
+    # A lease held across the upgrade (0.2.0 has leases; 0.3.0 added its lock-delay).
+    [ "$from" = 0.2.0 ] && sql "$upgraded" -c "INSERT INTO fenced_lease_state
+        VALUES (77, 1, NULL, 'old-holder', 'postgres', nextval('fencing_token_seq'), now(), now(),
+                now() + interval '1 hour')" >/dev/null
+    # The last token the old release issued (tokens rise).
+    position=$(sql "$upgraded" -c "SELECT last_value FROM fencing_token_seq")
     named_key_before=$(sql "$upgraded" -c "SELECT fenced_key('order:1')")
     privileges "$upgraded" REVOKE ALL FROM PUBLIC "${common_revoked[@]}"
     privileges "$upgraded" GRANT "" TO upgrade_auditor "${common_granted[@]}"
-    [ "$from" = 0.1.0 ] && privileges "$upgraded" REVOKE ALL FROM PUBLIC "${revoked_010[@]}"
     sql "$upgraded" -c "ALTER EXTENSION fenced_lock UPDATE"
     sql "$fresh" -c "CREATE EXTENSION fenced_lock"
-    privileges "$fresh" REVOKE ALL FROM PUBLIC "${common_revoked[@]}"
-    privileges "$fresh" GRANT "" TO upgrade_auditor "${common_granted[@]}"
-    # 0.3.0 has those forms itself, with the privileges they were created with.
+    privileges "$fresh" REVOKE ALL FROM PUBLIC "${fresh_revoked[@]}"
+    privileges "$fresh" GRANT "" TO upgrade_auditor "${fresh_granted[@]}"
     case $from in 0.1.0 | 0.2.0) privileges "$fresh" REVOKE ALL FROM PUBLIC "${derived_revoked[@]}" ;; esac
-    if [ "$from" = 0.1.0 ]; then
-        privileges "$fresh" REVOKE ALL FROM PUBLIC "${derived_revoked_010[@]}"
-        privileges "$fresh" GRANT "" TO upgrade_auditor "${derived_granted_010[@]}"
-    fi
+    [ "$from" = 0.1.0 ] && privileges "$fresh" REVOKE ALL FROM PUBLIC "${derived_revoked_010[@]}"
 
     check "$from: version after ALTER EXTENSION UPDATE" \
         "$(sql "$upgraded" -c "SELECT extversion FROM pg_extension WHERE extname = 'fenced_lock'")" \
@@ -163,13 +146,9 @@ for from in 0.1.0 0.2.0 0.3.0 0.4.0; do
     fi
 
     # The suite expects a database without rows of its own, with the default privileges.
-    privileges "$upgraded" GRANT ALL TO PUBLIC "${common_revoked[@]}"
-    privileges "$upgraded" REVOKE "" FROM upgrade_auditor "${common_granted[@]}"
-    privileges "$upgraded" GRANT ALL TO PUBLIC "${derived_revoked[@]}"
-    if [ "$from" = 0.1.0 ]; then
-        privileges "$upgraded" GRANT ALL TO PUBLIC "${derived_revoked_010[@]}"
-        privileges "$upgraded" REVOKE "" FROM upgrade_auditor "${derived_granted_010[@]}"
-    fi
+    privileges "$upgraded" GRANT ALL TO PUBLIC "${fresh_revoked[@]}"
+    privileges "$upgraded" REVOKE "" FROM upgrade_auditor "${fresh_granted[@]}"
+    privileges "$upgraded" GRANT ALL TO PUBLIC "${derived_revoked[@]}" "${derived_revoked_010[@]}"
     # GRANT ALL on the view gave PUBLIC more than SELECT: back to the install's own grant.
     sql "$upgraded" -c "REVOKE ALL ON fenced_locks FROM PUBLIC" \
         -c "GRANT SELECT ON fenced_locks TO PUBLIC" \

@@ -24,7 +24,7 @@ SELECT p.oid::regprocedure AS public_outside_the_api
   JOIN pg_catalog.pg_extension e ON d.refobjid = e.oid AND e.extname = 'fenced_lock'
  WHERE d.deptype = 'e' AND p.pronamespace <> e.extnamespace
    AND pg_catalog.has_function_privilege('public', p.oid, 'EXECUTE')
- ORDER BY 1::text COLLATE "C";
+ ORDER BY p.oid::regprocedure::text COLLATE "C";
 SELECT p.oid::regprocedure AS event_trigger_function_callable
   FROM pg_catalog.pg_proc p
  WHERE p.proname IN ('fenced_lock_keep_token_floor', 'fenced_lock_kept_token_floor')
