@@ -220,13 +220,13 @@ class OneCallLock:
 
 
 class FencedLease(OneCallLock):
-    """fenced_lock's lease: `acquire_lease(ns, key, owner, ttl)`, `renew_lease`, the
+    """fenced_lock's lease: `try_acquire_lease(ns, key, owner, ttl)`, `renew_lease`, the
     resource's fenced_update, `release_lease`."""
 
     name, check = "fenced_lock (lease)", "fenced_update"
     # The database's clock (microseconds since the epoch), on which the lease's expiry is.
     SERVER_TIME = ", (extract(epoch FROM clock_timestamp()) * 1e6)::bigint"
-    ACQUIRE = ("SELECT acquire_lease(%(ns)s, %(key)s, %(owner)s, "
+    ACQUIRE = ("SELECT try_acquire_lease(%(ns)s, %(key)s, %(owner)s, "
                "make_interval(secs => %(ttl)s))" + SERVER_TIME)
     RENEW = ("SELECT renew_lease(%(ns)s, %(key)s, %(token)s, make_interval(secs => %(ttl)s)) "
              "IS NOT NULL" + SERVER_TIME)
@@ -249,11 +249,11 @@ class FencedLeaseUnflushed(FencedLease):
 
 
 class FencedLeader(OneCallLock):
-    """fenced_lock's session lock for leader election: `become_leader(ns, key, owner)` on a
+    """fenced_lock's session lock for leader election: `try_acquire_fenced_session(ns, key, owner)` on a
     dedicated connection (the term is the token), `release_fenced`."""
 
     name, check = "fenced_lock (leader)", "fenced_update"
-    ACQUIRE = "SELECT become_leader(%(ns)s, %(key)s, %(owner)s)"
+    ACQUIRE = "SELECT try_acquire_fenced_session(%(ns)s, %(key)s, %(owner)s)"
     RELEASE = "SELECT release_fenced(%(ns)s, %(key)s, %(owner)s)"
 
 

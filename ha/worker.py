@@ -8,7 +8,7 @@ CLUSTER_DSN (a multi-host string finds the writable node; a single host is a cli
 that node, as behind a stale DNS entry or a pool) and takes the lock again: a lost connection
 is a lost lock.
 
-KIND `lease`: competes for the lease on the first key (acquire_lease(7002, key, owner, TTL));
+KIND `lease`: competes for the lease on the first key (try_acquire_lease(7002, key, owner, TTL));
 its holder keeps it for the whole run, renewing every third of the TTL (through whichever node
 is the primary after a reconnect: a lease outlives its connection), and read-modify-writes the
 counter with the lease's token every WORK_MS while the validity the server last granted (from
@@ -64,7 +64,7 @@ TTL = "make_interval(secs => %s)"
 # The server's clock after the call, and the expiry as granted at most then.
 LEASE = (f"SELECT lease, {EPOCH_US.format('clock_timestamp()')}, "
          f"{EPOCH_US.format('clock_timestamp() + ' + TTL)}, {WHERE} "
-         f"FROM acquire_lease(%s, %s, %s, {TTL}) lease")
+         f"FROM try_acquire_lease(%s, %s, %s, {TTL}) lease")
 RENEW = (f"SELECT {EPOCH_US.format('expiry')}, {EPOCH_US.format('clock_timestamp()')}, "
          f"{WHERE} FROM renew_lease(%s, %s, %s, {TTL}) expiry")
 

@@ -212,10 +212,10 @@ for locks in 10000 100000; do
     psql "$URL" -qXAt -c "SELECT count(acquire_fenced_session(2001, g)) FROM generate_series(1, $locks) g" \
         -c "SELECT pg_sleep(86400)" >/dev/null 2>&1 &
     holder=$!
-    until [ "$(psql "$URL" -qXAt -c "SELECT count(*) FROM fenced_lock_grants()")" = "$locks" ]; do
+    until [ "$(psql "$URL" -qXAt -c "SELECT count(*) FROM fenced_lock_internal.fenced_lock_grants()")" = "$locks" ]; do
         sleep 0.2
     done
-    holder_pid=$(psql "$URL" -qXAt -c "SELECT pid FROM fenced_lock_grants() LIMIT 1")
+    holder_pid=$(psql "$URL" -qXAt -c "SELECT pid FROM fenced_lock_internal.fenced_lock_grants() LIMIT 1")
     echo
     echo "fenced_locks with $locks held locks (pgbench, 1 client, 3 s each; average per read)"
     for query in "SELECT count(*) FROM fenced_locks" \
@@ -226,7 +226,7 @@ for locks in 10000 100000; do
         "SELECT count(*) FROM fenced_locks WHERE namespace = 'bench'" \
         "SELECT * FROM fenced_locks ORDER BY acquired_at LIMIT 10" \
         "SELECT * FROM fenced_locks" \
-        "SELECT * FROM fenced_lock_holder(2001, 42)"; do
+        "SELECT * FROM fenced_locks WHERE granted AND ns = 2001 AND id = 42"; do
         echo "$query;" >"$query_file"
         printf '  %8.1f ms  %s\n' "$(pgbench_latency "$query_file" 1 3)" "$query"
     done

@@ -43,7 +43,7 @@ class Counters:
         token was accepted. True if written."""
         changes = {} if value is None else {"value": value}
         if check == "fenced_update":
-            cursor.execute("SELECT fenced_update('counters', %s::int, %s, %s::jsonb)",
+            cursor.execute("SELECT fenced_update_or_false('counters', %s::int, %s, %s::jsonb)",
                            (row, token, json.dumps(changes)))
             return cursor.fetchone()[0]
         cursor.execute("UPDATE counters SET fence = %s, value = coalesce(%s, value) "

@@ -2,7 +2,8 @@
 """fenced_lock 0.4.0 -> 1.0.0: every 0.4.0 call and its 1.0 replacement.
 
     migrate-to-1.0.py FILE...       rewrite the 0.4.0 calls in FILEs (SQL, or SQL in strings)
-    migrate-to-1.0.py --table       the markdown table of docs/upgrading.md
+    migrate-to-1.0.py --table FILE  the markdown table of docs/upgrading.md, with the argument
+                                    names of FILE (0.4.0's install script)
     migrate-to-1.0.py --check FILE  exit 1 if FILE (0.4.0's install script) has a function
                                     the table does not cover
 
@@ -24,13 +25,16 @@ def rule(old, count, template, note=""):
 
 def both(old_base, new_base, counts, make, note=""):
     """The pair form, the named form and the named bigint form of one 0.4.0 function: `make`
-    turns the new name and the argument count into a template."""
+    turns the new name and the argument count into a template; `note` is a text, or a text
+    per argument count."""
     for suffix, new_suffix, key in (("", "", "{1}"), ("_named", "_named", "{1}"),
                                     ("_named_bigint", "_named", "{1t}")):
         for count in counts:
             template = make(new_base + new_suffix, count).replace("{1}", key)
             bigint_note = "a bigint key is named by its text" if suffix == "_named_bigint" else ""
-            rule(old_base + suffix, count, template, "; ".join(x for x in (note, bigint_note) if x))
+            note_here = note.get(count, "") if isinstance(note, dict) else note
+            rule(old_base + suffix, count, template,
+                 "; ".join(x for x in (note_here, bigint_note) if x))
 
 
 def plain(name, count):
@@ -76,22 +80,21 @@ rule("release_all_fenced", 1, "release_all_fenced({0})")
 both("current_leader", "", (2,),
      lambda n, c: "(SELECT pid, application_name, client_addr, token AS term, acquired_at AS "
      "since, owner FROM fenced_locks WHERE ns = {0} AND id = {1} AND granted AND mode = "
-     "'exclusive')", "a view query; by name: ns = (SELECT ns FROM fenced_namespaces WHERE "
-     "name = {0}) AND id = fenced_key({1})")
+     "'exclusive')", "a query of the fenced_locks view (a named key: its namespace and key "
+     "columns)")
 both("fenced_lock_holder", "", (2,),
      lambda n, c: "(SELECT * FROM fenced_locks WHERE granted AND ns = {0} AND id = {1})",
      "a view query, as for current_leader")
 
 # Permits.
-both("acquire_fenced_permit", "acquire_permit", (3, 4), plain,
-     "with a timeout, 55P03 instead of no row when none came free")
+PERMIT_TIMEOUT = "55P03 instead of no row when none came free in time"
+both("acquire_fenced_permit", "acquire_permit", (3, 4), plain, {4: PERMIT_TIMEOUT})
 both("try_acquire_fenced_permit", "try_acquire_permit", (3,), plain)
 both("acquire_fenced_permit_session", "acquire_permit_session", (3, 4), plain,
-     "with a timeout, 55P03 instead of no row when none came free")
+     {4: PERMIT_TIMEOUT})
 both("acquire_fenced_permit_session_owned", "acquire_permit_session", (4, 5),
      lambda n, c: args(n, "{0}", "{1}", "{2}", "owner => {3}") if c == 4
-     else args(n, "{0}", "{1}", "{2}", "{4}", "{3}"),
-     "with a timeout, 55P03 instead of no row when none came free")
+     else args(n, "{0}", "{1}", "{2}", "{4}", "{3}"), {5: PERMIT_TIMEOUT})
 both("try_acquire_fenced_permit_session", "try_acquire_permit_session", (3, 4), plain)
 both("release_fenced_permit", "release_permit", (3, 4), plain)
 
@@ -134,6 +137,9 @@ def renames():
 
 
 RENAMES = renames()
+FUNCTION = re.compile(r'CREATE\s+(?:OR REPLACE\s+)?FUNCTION\s+(?:@extschema@\.)?"?(\w+)"?\s*\(')
+# Trigger and event trigger functions: never called.
+UNCHANGED_TRIGGERS = ("enforce_fence", "fenced_lock_keep_token_floor")
 OLD_NAMES = sorted({name for name, _ in RULES}, key=len, reverse=True)
 CALL = re.compile(r"(?<![\w.$])(" + "|".join(OLD_NAMES) + r")\s*\(")
 
@@ -163,8 +169,10 @@ def split_arguments(text, start):
 
 
 def as_text(argument):
-    simple = re.fullmatch(r"[\w$:.']+", argument)
-    return argument + "::text" if simple else "(" + argument + ")::text"
+    """A bigint key as its decimal text. Cast to bigint first: a driver that infers parameter
+    types from the statement (asyncpg, pgx, rust-postgres) then sends its integer as one."""
+    simple = re.fullmatch(r"[\w$.']+", argument)
+    return argument + "::bigint::text" if simple else "CAST(" + argument + " AS bigint)::text"
 
 
 def rewrite(text):
@@ -176,7 +184,7 @@ def rewrite(text):
         if arguments is None:
             continue
         # With named arguments (name => value) only a plain rename applies.
-        if any("=>" in a for a in arguments):
+        if any(re.match(r"\w+\s*=>", a) for a in arguments):
             renamed = RENAMES.get(match.group(1))
             if renamed:
                 out.append(text[position:match.start()] + renamed + "(")
@@ -196,36 +204,42 @@ def rewrite(text):
     return "".join(out)
 
 
-def signature_rows():
-    """(0.4.0 call with its arguments, 1.0 call, note) for the table."""
-    rows = []
-    for (name, count), (template, note) in sorted(RULES.items()):
-        call = plain(name, count)
-        new = template
-        if new == call and not note:
-            continue
-        rows.append((call, new, note))
-    return rows
+def parameter_names(path):
+    """(name, argument count) -> the argument names of 0.4.0's install script, for each
+    count a call may have (arguments with defaults may be left out)."""
+    names = {}
+    script = open(path).read()
+    for match in FUNCTION.finditer(script):
+        arguments, _ = split_arguments(script, match.end())
+        arguments = [re.sub(r"/\*.*?\*/", "", a).strip() for a in arguments or []]
+        words = [a.replace('"', "").split()[0] for a in arguments]
+        required = sum(1 for a in arguments if "DEFAULT" not in a.upper())
+        for count in range(required, len(words) + 1):
+            names[(match.group(1), count)] = words[:count]
+    return names
 
 
-def table():
+def table(path):
+    """The markdown table of every 0.4.0 call (by argument count) that 1.0 changes."""
+    names = parameter_names(path)
     lines = ["| 0.4.0 | 1.0.0 | note |", "|---|---|---|"]
-    for old, new, note in signature_rows():
-        lines.append("| `%s` | `%s` | %s |" % (old, new.replace("|", "\\|"), note))
+    for (name, count), (template, note) in sorted(RULES.items()):
+        words = names.get((name, count))
+        if words is None or template == plain(name, count):
+            continue
+        values = {str(i): w for i, w in enumerate(words)}
+        if count > 1:
+            values["1t"] = words[1] + "::text"
+        new = re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], template)
+        old = "%s(%s)" % (name, ", ".join(words))
+        lines.append("| `%s` | `%s` | %s |" % (old, new, note))
     return "\n".join(lines)
 
 
 def check(path):
-    """Every function 0.4.0's install script creates has a rule for its argument count."""
-    script = open(path).read()
-    missing = []
-    for match in re.finditer(r'CREATE\s+(?:OR REPLACE\s+)?FUNCTION\s+(?:@extschema@\.)?"?(\w+)"?\s*\(', script):
-        arguments, _ = split_arguments(script, match.end())
-        name = match.group(1)
-        if name in ("enforce_fence", "fenced_lock_keep_token_floor"):
-            continue
-        if (name, len(arguments or [])) not in RULES:
-            missing.append("%s/%d" % (name, len(arguments or [])))
+    """Every call of a function 0.4.0's install script creates has a rule."""
+    missing = sorted("%s/%d" % key for key in parameter_names(path)
+                     if key not in RULES and key[0] not in UNCHANGED_TRIGGERS)
     for item in missing:
         print("not covered:", item)
     return not missing
@@ -233,7 +247,7 @@ def check(path):
 
 def main(argv):
     if argv[:1] == ["--table"]:
-        print(table())
+        print(table(argv[1]))
     elif argv[:1] == ["--check"]:
         sys.exit(0 if check(argv[1]) else 1)
     else:

@@ -87,12 +87,12 @@ mod tests {
     fn grants_are_published_when_preloaded() {
         // The pgrx test server preloads fenced_lock (pg_test::postgresql_conf_options).
         assert_eq!(
-            Spi::get_one::<bool>("SELECT fenced_lock_grants_available()"),
+            Spi::get_one::<bool>("SELECT fenced_lock_internal.fenced_lock_grants_available()"),
             Ok(Some(true))
         );
         let token = token("SELECT acquire_fenced(31, 7)");
         let published = Spi::get_one::<i64>(
-            "SELECT token FROM fenced_lock_grants() WHERE pid = pg_backend_pid() AND ns = 31 AND id = 7",
+            "SELECT token FROM fenced_lock_internal.fenced_lock_grants() WHERE pid = pg_backend_pid() AND ns = 31 AND id = 7",
         );
         assert_eq!(published, Ok(Some(token)));
     }

@@ -30,23 +30,23 @@ const key = "$1::int4, $2::int4"
 var (
 	acquireSQL = map[bool][2]string{
 		false: {"SELECT acquire_fenced(" + key + ")", "SELECT acquire_fenced(" + key + ", $3::interval)"},
-		true: {"SELECT acquire_fenced_shared(" + key + ")",
-			"SELECT acquire_fenced_shared(" + key + ", $3::interval)"},
+		true: {"SELECT acquire_fenced(" + key + ", shared => true)",
+			"SELECT acquire_fenced(" + key + ", $3::interval, true)"},
 	}
 	tryAcquireSQL = map[bool]string{
 		false: "SELECT try_acquire_fenced(" + key + ")",
-		true:  "SELECT try_acquire_fenced_shared(" + key + ")",
+		true:  "SELECT try_acquire_fenced(" + key + ", true)",
 	}
 )
 
 const (
-	acquireLeaseSQL     = "SELECT acquire_lease(" + key + ", $3::text, $4::interval)"
+	acquireLeaseSQL     = "SELECT try_acquire_lease(" + key + ", $3::text, $4::interval)"
 	acquireLeaseWaitSQL = "SELECT acquire_lease(" + key + ", $3::text, $4::interval, $5::interval)"
 	renewLeaseSQL       = "SELECT renew_lease(" + key + ", $3::int8, $4::interval)"
 	releaseLeaseSQL     = "SELECT release_lease(" + key + ", $3::int8)"
 	// The text forms: the key is read as the key column's type, whatever the Go value's type.
-	fencedUpdateSQL = "SELECT fenced_update_strict($1::text, $2::text, $3::int8, $4::jsonb, $5::text, $6::text)"
-	fenceCheckSQL   = "SELECT fence_check_strict($1::text, $2::int8)"
+	fencedUpdateSQL = "SELECT fenced_update($1::text, $2::text, $3::int8, $4::jsonb, $5::text, $6::text)"
+	fenceCheckSQL   = "SELECT fence_check($1::text, $2::int8)"
 )
 
 // scan sends sql with the simple protocol and scans the one value it returns into dest; a

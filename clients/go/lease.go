@@ -162,6 +162,10 @@ func TryAcquireLease(ctx context.Context, connString string, ns, id int32, ttl t
 		err = scan(ctx, conn, &token, acquireLeaseSQL, ns, id, o.owner, interval(ttl))
 	} else {
 		err = scan(ctx, conn, &token, acquireLeaseWaitSQL, ns, id, o.owner, interval(ttl), interval(*o.wait))
+		// The wait ran out (55P03): busy, as without a wait.
+		if errors.Is(err, ErrLockBusy) {
+			err = nil
+		}
 	}
 	if err != nil || token == nil {
 		closeConn(conn)

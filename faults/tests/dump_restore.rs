@@ -26,7 +26,7 @@ fn restored_database_continues_above_every_earlier_token() {
 
     let highest: i64 = *before.iter().max().unwrap();
     let recorded: bool = client
-        .query_one("SELECT fence_check('external-resource', $1)", &[&highest])
+        .query_one("SELECT fence_check_or_false('external-resource', $1)", &[&highest])
         .unwrap()
         .get(0);
     assert!(recorded);
@@ -65,7 +65,7 @@ fn restored_database_continues_above_every_earlier_token() {
     // The restored ledger still refuses the tokens it refused before the dump.
     let stale_refused: bool = !restored_client
         .query_one(
-            "SELECT fence_check('external-resource', $1)",
+            "SELECT fence_check_or_false('external-resource', $1)",
             &[&(highest - 1)],
         )
         .unwrap()

@@ -1,7 +1,7 @@
 //! The shared grants table, written without a lock: 8 connections take and commit fenced
 //! locks on keys of their own as fast as they can (half of them two keys at a time with
 //! acquire_fenced_all, which publishes its grants together) while 2 readers copy the table in
-//! a loop, one through `fenced_lock_grants()`, one through the `fenced_locks` view (which
+//! a loop, one through `fenced_lock_internal.fenced_lock_grants()`, one through the `fenced_locks` view (which
 //! indexes the grants and joins them to the lock table). Every grant a reader sees is one that
 //! was granted, whole (its pid, key and token belong together), and no two rows share a pid
 //! and key; with room for only 4 grants, no more than 4 are ever shown, and once the load ends
@@ -17,7 +17,7 @@ const WORKERS: i32 = 8;
 const GRANTS_EACH: i32 = 1_500;
 /// What each reader reads in a loop.
 const READS: [&str; 2] = [
-    "SELECT pid, ns, id, token FROM fenced_lock_grants()",
+    "SELECT pid, ns, id, token FROM fenced_lock_internal.fenced_lock_grants()",
     "SELECT pid, ns, id, token FROM fenced_locks WHERE token IS NOT NULL",
 ];
 const SLOTS: i64 = 4;
@@ -133,7 +133,7 @@ fn readers_see_whole_grants_while_backends_publish_and_withdraw() {
             "SELECT count(acquire_fenced_session(7701, g)) FROM generate_series(1, $1::int) g",
             &[&(SLOTS as i32)],
         )
-        .and_then(|_| client.query_one("SELECT count(*) FROM fenced_lock_grants()", &[]))
+        .and_then(|_| client.query_one("SELECT count(*) FROM fenced_lock_internal.fenced_lock_grants()", &[]))
         .unwrap()
         .get(0);
     assert_eq!(published, SLOTS, "slots were left claimed after the load");

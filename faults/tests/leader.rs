@@ -208,7 +208,7 @@ fn three_lease_instances_through_pgbouncer_survive_a_killed_leader() {
     let mut client = server.connect(DATABASE);
     let late: bool = client
         .query_one(
-            "SELECT fenced_update('leader_work', 1, $1, '{\"leader\": \"late\"}')",
+            "SELECT fenced_update_or_false('leader_work', 1, $1, '{\"leader\": \"late\"}')",
             &[&old_term],
         )
         .unwrap()

@@ -10,7 +10,7 @@ use postgres::Client;
 
 fn lease(client: &mut Client, owner: &str) -> Option<i64> {
     client
-        .query_one("SELECT acquire_lease(7901, 1, $1, '1 min')", &[&owner])
+        .query_one("SELECT try_acquire_lease(7901, 1, $1, '1 min')", &[&owner])
         .unwrap()
         .get(0)
 }
@@ -18,7 +18,7 @@ fn lease(client: &mut Client, owner: &str) -> Option<i64> {
 fn write(client: &mut Client, token: i64, writer: &str) -> bool {
     client
         .query_one(
-            "SELECT fenced_update('jobs', '1', $1, jsonb_build_object('writer', $2::text))",
+            "SELECT fenced_update_or_false('jobs', '1', $1, jsonb_build_object('writer', $2::text))",
             &[&token, &writer],
         )
         .unwrap()

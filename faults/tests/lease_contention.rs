@@ -34,7 +34,7 @@ fn releases_succeed_while_contenders_look() {
                     let key = (attempt as i32 + worker as i32) % KEYS;
                     let token: Option<i64> = client
                         .query_one(
-                            "SELECT acquire_lease(7800, $1, $2, '30 seconds')",
+                            "SELECT try_acquire_lease(7800, $1, $2, '30 seconds')",
                             &[&key, &owner],
                         )
                         .unwrap()
@@ -100,12 +100,12 @@ fn a_lease_taken_after_the_snapshot_is_a_serialization_failure() {
     // The call, whether the key has a row before the snapshot, and what READ COMMITTED returns.
     let calls = [
         (
-            "acquire_lease($1, 'looker', '1 hour') IS NULL",
+            "try_acquire_lease($1, 'looker', '1 hour') IS NULL",
             true,
             "busy",
         ),
         (
-            "acquire_lease($1, 'looker', '1 hour') IS NULL",
+            "try_acquire_lease($1, 'looker', '1 hour') IS NULL",
             false,
             "busy",
         ),
@@ -121,7 +121,7 @@ fn a_lease_taken_after_the_snapshot_is_a_serialization_failure() {
             let old_token = match row_before {
                 true => taker
                     .query_one(
-                        "SELECT acquire_lease(7801, $1, 'old', '1 microsecond')",
+                        "SELECT try_acquire_lease(7801, $1, 'old', '1 microsecond')",
                         &[&id],
                     )
                     .unwrap()
@@ -134,7 +134,7 @@ fn a_lease_taken_after_the_snapshot_is_a_serialization_failure() {
                 .batch_execute(&format!("BEGIN ISOLATION LEVEL {level}; SELECT 1"))
                 .unwrap();
             let taken: Option<i64> = taker
-                .query_one("SELECT acquire_lease(7801, $1, 'taker', '1 hour')", &[&id])
+                .query_one("SELECT try_acquire_lease(7801, $1, 'taker', '1 hour')", &[&id])
                 .unwrap()
                 .get(0);
             assert!(taken.is_some(), "{case}: the taker did not get the lease");
@@ -196,7 +196,7 @@ fn a_lost_release_leaves_the_new_holder_unlocked() {
     let mut taker = server.connect(DATABASE);
     taker
         .execute(
-            "SELECT acquire_lease(7802, 1, 'taker', '1 microsecond')",
+            "SELECT try_acquire_lease(7802, 1, 'taker', '1 microsecond')",
             &[],
         )
         .unwrap();
@@ -208,7 +208,7 @@ fn a_lost_release_leaves_the_new_holder_unlocked() {
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
                 taker
                     .execute(
-                        "SELECT acquire_lease(7802, 1, 'taker', '1 microsecond')",
+                        "SELECT try_acquire_lease(7802, 1, 'taker', '1 microsecond')",
                         &[],
                     )
                     .unwrap();
@@ -295,7 +295,7 @@ fn direct_writes_keep_the_primary_key_whole() {
                     let mut transaction = client.transaction().unwrap();
                     let token: Option<i64> = transaction
                         .query_one(
-                            "SELECT acquire_lease(7803, $1, $2, '1 second')",
+                            "SELECT try_acquire_lease(7803, $1, $2, '1 second')",
                             &[&key, &owner],
                         )
                         .unwrap()
@@ -406,7 +406,7 @@ fn sweeps_under_churn_fail_no_call() {
                     }
                     let key = keys.below(SPREAD) as i32;
                     let acquired = client.query_one(
-                        "SELECT coalesce(acquire_lease(7804, $1, $2, '30 seconds'), 0)",
+                        "SELECT coalesce(try_acquire_lease(7804, $1, $2, '30 seconds'), 0)",
                         &[&key, &owner],
                     );
                     let token: i64 = match acquired {

@@ -50,7 +50,7 @@ impl Waiter {
             let mut transaction = client.transaction().unwrap();
             let row = transaction
                 .query_one(
-                    "SELECT slot, token FROM acquire_fenced_permit($1, $2, $3)",
+                    "SELECT slot, token FROM acquire_permit($1, $2, $3)",
                     &[&ns, &id, &permits],
                 )
                 .unwrap();
@@ -93,7 +93,7 @@ fn hold(server: &Server, (ns, id, permits): (i32, i32, i32)) -> (Client, i32, i6
     let mut client = server.connect(DATABASE);
     let row = client
         .query_one(
-            "SELECT slot, token FROM acquire_fenced_permit_session($1, $2, $3)",
+            "SELECT slot, token FROM acquire_permit_session($1, $2, $3)",
             &[&ns, &id, &permits],
         )
         .unwrap();
@@ -103,7 +103,7 @@ fn hold(server: &Server, (ns, id, permits): (i32, i32, i32)) -> (Client, i32, i6
 fn release(holder: &mut Client, (ns, id): (i32, i32), slot: i32) {
     let released: bool = holder
         .query_one(
-            "SELECT release_fenced_permit($1, $2, $3)",
+            "SELECT release_permit($1, $2, $3)",
             &[&ns, &id, &slot],
         )
         .unwrap()
@@ -197,7 +197,7 @@ fn a_killed_holders_slot_is_reused_and_its_write_refused() {
         client
             .query_one(
                 &format!(
-                    "SELECT fenced_update('partitions', '1', {token}, \
+                    "SELECT fenced_update_or_false('partitions', '1', {token}, \
                      jsonb_build_object('worker', '{worker}'))"
                 ),
                 &[],
@@ -256,9 +256,9 @@ fn a_paused_lease_permit_holder_is_refused_after_its_slot_is_reused() {
         .take()
         .unwrap()
         .write_all(
-            b"SELECT slot, token FROM acquire_lease_permit(7704, 1, 1, 'paused', '300 ms') \\gset
+            b"SELECT slot, token FROM try_acquire_lease_permit(7704, 1, 1, 'paused', '300 ms') \\gset
 SELECT pg_sleep(0.2);
-SELECT 'written=' || fenced_update('partitions', :slot, :token, '{\"worker\": \"paused\"}');
+SELECT 'written=' || fenced_update_or_false('partitions', :slot, :token, '{\"worker\": \"paused\"}');
 SELECT 'renewed=' || (renew_lease(7704, 1, :token, '300 ms') IS NOT NULL);
 SELECT 'token=' || :token;
 ",
@@ -288,7 +288,7 @@ SELECT 'token=' || :token;
     assert_eq!(slot, 1);
     let written: bool = successor
         .query_one(
-            "SELECT fenced_update('partitions', $1::int::text, $2, '{\"worker\": \"successor\"}')",
+            "SELECT fenced_update_or_false('partitions', $1::int::text, $2, '{\"worker\": \"successor\"}')",
             &[&slot, &token],
         )
         .unwrap()
@@ -324,7 +324,7 @@ fn a_released_lease_permit_goes_to_its_waiter() {
     let mut holder = server.connect(DATABASE);
     let row = holder
         .query_one(
-            "SELECT slot, token FROM acquire_lease_permit(7705, 1, 1, 'holder', '1 hour')",
+            "SELECT slot, token FROM try_acquire_lease_permit(7705, 1, 1, 'holder', '1 hour')",
             &[],
         )
         .unwrap();

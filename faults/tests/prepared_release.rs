@@ -19,7 +19,7 @@ fn a_release_committed_by_commit_prepared_reaches_a_waiter_within_a_second() {
     server.create_database();
     let mut holder = server.connect(DATABASE);
     let token: i64 = holder
-        .query_one("SELECT acquire_lease(7701, 1, 'holder', '1 hour')", &[])
+        .query_one("SELECT try_acquire_lease(7701, 1, 'holder', '1 hour')", &[])
         .unwrap()
         .get(0);
     holder
@@ -36,7 +36,7 @@ fn a_release_committed_by_commit_prepared_reaches_a_waiter_within_a_second() {
         let mut client = Client::connect(&url, NoTls).unwrap();
         let token: Option<i64> = client
             .query_one(
-                "SELECT acquire_lease(7701, 1, 'waiter', '1 minute', wait => '30 s')",
+                "SELECT acquire_lease(7701, 1, 'waiter', '1 minute', timeout => '30 s')",
                 &[],
             )
             .unwrap()

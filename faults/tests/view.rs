@@ -81,8 +81,9 @@ fn filtered_reads_cost_what_the_unfiltered_read_costs() {
         "SELECT count(*) FROM fenced_locks WHERE namespace = 'view-ns'".to_string(),
         "SELECT * FROM fenced_locks ORDER BY acquired_at LIMIT 10".to_string(),
         "SELECT * FROM fenced_locks".to_string(),
-        "SELECT * FROM fenced_lock_holder(555, 42)".to_string(),
-        "SELECT * FROM fenced_lock_holder_named('view-ns', '42')".to_string(),
+        "SELECT * FROM fenced_locks WHERE granted AND ns = 555 AND id = 42".to_string(),
+        "SELECT * FROM fenced_locks WHERE granted AND namespace = 'view-ns' AND id = fenced_key('42')"
+            .to_string(),
     ];
     let mut slowest = 0.0_f64;
     for sql in &filtered {

@@ -141,9 +141,9 @@ def main():
             psql("BEGIN; SELECT acquire_fenced(5001, 1); COMMIT;")
         psql("BEGIN; SELECT acquire_fenced(5002, 1); COMMIT;", database=OTHER)
         psql("CREATE TABLE jobs (id int PRIMARY KEY, fence bigint); INSERT INTO jobs VALUES (1, NULL)")
-        psql("SELECT fenced_update('jobs', 1, 100), fenced_update('jobs', 1, 99)")
-        psql("SELECT acquire_lease(5001, 2, 'w1', '10 ms'); SELECT pg_sleep(0.05);"
-             "SELECT acquire_lease(5001, 2, 'w2', '1 hour')")
+        psql("SELECT fenced_update_or_false('jobs', 1, 100), fenced_update_or_false('jobs', 1, 99)")
+        psql("SELECT try_acquire_lease(5001, 2, 'w1', '10 ms'); SELECT pg_sleep(0.05);"
+             "SELECT try_acquire_lease(5001, 2, 'w2', '1 hour')")
         after = scrape(port)
         moved = {
             ("fenced_lock_stats_acquired_immediately", (DATABASE, "jobs")): 3,
@@ -158,7 +158,7 @@ def main():
         for name, expected in (("refused", 1), ("accepted", 1), ("last_refused_token", 99),
                                ("highest_accepted_token", 100)):
             got = value(after, f"fenced_lock_refusals_{name}", database=DATABASE,
-                        relation="jobs", checked_by="fenced_update")
+                        relation="jobs", checked_by="fenced_update_or_false")
             check(f"fenced_lock_refusals_{name} of jobs is {expected}", got == expected,
                   f"got {got}")
         check("the exporter's role sees another database's rows through pg_monitor",
@@ -169,7 +169,7 @@ def main():
         check("the stale write is in the server's log",
               'fenced_update refused stale fencing token 99 for the row of public.jobs with "id" '
               "= 1: token 100 was already accepted" in log)
-        psql("SELECT acquire_lease(5001, 9, 'w1', '1 hour')")
+        psql("SELECT try_acquire_lease(5001, 9, 'w1', '1 hour')")
         psql("SELECT acquire_lease(5001, 9, 'w2', '1 hour', '400 ms')",
              options="-c deadlock_timeout=100 -c fenced_lock.log_waits=on")
         log = server_log()
@@ -222,8 +222,8 @@ def main():
         # lived in the counting row).
         psql("CREATE TABLE jobs_old (id int PRIMARY KEY, fence bigint); INSERT INTO jobs_old VALUES (1, 50);"
              "CREATE TABLE jobs_new (id int PRIMARY KEY, fence bigint); INSERT INTO jobs_new VALUES (1, 50)")
-        psql("SELECT fenced_update('jobs_old', 1, 40), fenced_update('jobs_new', 1, 40), "
-             "fenced_update('jobs_old', 1, 41)")
+        psql("SELECT fenced_update_or_false('jobs_old', 1, 40), fenced_update_or_false('jobs_new', 1, 40), "
+             "fenced_update_or_false('jobs_old', 1, 41)")
         rows = psql("SELECT count(*) FROM fenced_lock_refusals WHERE relation::text LIKE 'jobs_%'")
         log = server_log()
         check("the refusal log limits each table apart, in \"other\" too",
@@ -249,7 +249,7 @@ def main():
         for _ in range(50):
             try:
                 scraped = value(scrape(port), "fenced_lock_refusals_refused", database=DATABASE,
-                                relation="jobs", checked_by="fenced_update")
+                                relation="jobs", checked_by="fenced_update_or_false")
             except OSError:
                 scraped = None
             if scraped is not None:

@@ -70,7 +70,7 @@ PREPARE l4 AS SELECT release_lease($1, $2, $3);
 PREPARE l5 AS SELECT * FROM acquire_lease_permit($1, $2, $3, $4, $5, $6);
 PREPARE l6 AS SELECT * FROM try_acquire_lease_permit($1, $2, $3, $4, $5);
 PREPARE n1 AS SELECT acquire_fenced_named($1, $2);
-PREPARE n2 AS SELECT acquire_fenced_named($1, $2::text);
+PREPARE n2 AS SELECT acquire_fenced_named($1, $2::bigint::text);
 PREPARE n3 AS SELECT acquire_fenced_named($1, $2, $3, $4);
 PREPARE n4 AS SELECT try_acquire_fenced_session_named($1, $2, $3, $4);
 PREPARE n5 AS SELECT try_acquire_lease_named($1, $2, $3, $4);

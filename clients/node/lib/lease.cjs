@@ -207,6 +207,8 @@ async function tryAcquireLease(config, ns, id, options) {
     token = statements.token(await value(client, statement))
   } catch (error) {
     await close(client, 1000)
+    // The wait ran out (55P03): busy, as without a wait.
+    if (error instanceof LockBusy) return null
     throw error
   }
   if (token === null) {

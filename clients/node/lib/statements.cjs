@@ -13,21 +13,21 @@ const { fromDriver } = require('./errors.cjs')
 const KEY = '$1::int4, $2::int4'
 const ACQUIRE = {
   exclusive: [`SELECT acquire_fenced(${KEY})`, `SELECT acquire_fenced(${KEY}, $3::interval)`],
-  shared: [`SELECT acquire_fenced_shared(${KEY})`,
-    `SELECT acquire_fenced_shared(${KEY}, $3::interval)`],
+  shared: [`SELECT acquire_fenced(${KEY}, shared => true)`,
+    `SELECT acquire_fenced(${KEY}, $3::interval, true)`],
 }
 const TRY_ACQUIRE = {
   exclusive: `SELECT try_acquire_fenced(${KEY})`,
-  shared: `SELECT try_acquire_fenced_shared(${KEY})`,
+  shared: `SELECT try_acquire_fenced(${KEY}, true)`,
 }
-const ACQUIRE_LEASE = `SELECT acquire_lease(${KEY}, $3::text, $4::interval)`
+const ACQUIRE_LEASE = `SELECT try_acquire_lease(${KEY}, $3::text, $4::interval)`
 const ACQUIRE_LEASE_WAIT = `SELECT acquire_lease(${KEY}, $3::text, $4::interval, $5::interval)`
 const RENEW_LEASE = `SELECT renew_lease(${KEY}, $3::int8, $4::interval)`
 const RELEASE_LEASE = `SELECT release_lease(${KEY}, $3::int8)`
 // The text forms: the key is read as the key column's type, whatever the JavaScript value's.
 const FENCED_UPDATE =
-  'SELECT fenced_update_strict($1::text, $2::text, $3::int8, $4::jsonb, $5::text, $6::text)'
-const FENCE_CHECK = 'SELECT fence_check_strict($1::text, $2::int8)'
+  'SELECT fenced_update($1::text, $2::text, $3::int8, $4::jsonb, $5::text, $6::text)'
+const FENCE_CHECK = 'SELECT fence_check($1::text, $2::int8)'
 
 /** Milliseconds as the interval text the server reads; a RangeError for what no interval is. */
 function interval(name, ms, { positive }) {

@@ -413,7 +413,11 @@ where
                 (&ttl, Type::TEXT),
                 (wait, Type::TEXT),
             ];
-            value(&client, statements::ACQUIRE_LEASE_WAIT, &params).await
+            // The wait ran out (55P03): busy, as without a wait.
+            match value(&client, statements::ACQUIRE_LEASE_WAIT, &params).await {
+                Err(error) if error.kind() == ErrorKind::LockBusy => Ok(None),
+                other => other,
+            }
         }
     }
     .inspect_err(|_| connection.abort())?;

@@ -17,29 +17,20 @@ use crate::errors::{Error, ErrorKind};
 const KEY: &str = "$1::int4, $2::int4";
 
 pub(crate) fn acquire_sql(shared: bool, timeout: bool) -> String {
-    let function = if shared {
-        "acquire_fenced_shared"
-    } else {
-        "acquire_fenced"
-    };
-    if timeout {
-        format!("SELECT {function}({KEY}, $3::interval)")
-    } else {
-        format!("SELECT {function}({KEY})")
+    match (shared, timeout) {
+        (false, false) => format!("SELECT acquire_fenced({KEY})"),
+        (false, true) => format!("SELECT acquire_fenced({KEY}, $3::interval)"),
+        (true, false) => format!("SELECT acquire_fenced({KEY}, shared => true)"),
+        (true, true) => format!("SELECT acquire_fenced({KEY}, $3::interval, true)"),
     }
 }
 
 pub(crate) fn try_acquire_sql(shared: bool) -> String {
-    let function = if shared {
-        "try_acquire_fenced_shared"
-    } else {
-        "try_acquire_fenced"
-    };
-    format!("SELECT {function}({KEY})")
+    format!("SELECT try_acquire_fenced({KEY}, {shared})")
 }
 
 pub(crate) const ACQUIRE_LEASE: &str =
-    "SELECT acquire_lease($1::int4, $2::int4, $3::text, $4::interval)";
+    "SELECT try_acquire_lease($1::int4, $2::int4, $3::text, $4::interval)";
 pub(crate) const ACQUIRE_LEASE_WAIT: &str =
     "SELECT acquire_lease($1::int4, $2::int4, $3::text, $4::interval, $5::interval)";
 pub(crate) const RENEW_LEASE: &str =
@@ -47,8 +38,8 @@ pub(crate) const RENEW_LEASE: &str =
 pub(crate) const RELEASE_LEASE: &str = "SELECT release_lease($1::int4, $2::int4, $3::int8)";
 // The text forms: the key is read as the key column's type, whatever the Rust value's type.
 pub(crate) const FENCED_UPDATE: &str =
-    "SELECT fenced_update_strict($1::text, $2::text, $3::int8, $4::text::jsonb, $5::text, $6::text)";
-pub(crate) const FENCE_CHECK: &str = "SELECT fence_check_strict($1::text, $2::int8)";
+    "SELECT fenced_update($1::text, $2::text, $3::int8, $4::text::jsonb, $5::text, $6::text)";
+pub(crate) const FENCE_CHECK: &str = "SELECT fence_check($1::text, $2::int8)";
 
 /// A parameter: its value and the type it is sent as.
 pub(crate) type Param<'a> = (&'a (dyn ToSql + Sync), Type);

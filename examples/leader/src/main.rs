@@ -88,7 +88,7 @@ fn work(client: &mut Client, o: &Options, term: i64, beat: i32) -> Result<bool, 
     one(
         client,
         // $1 is cast: fenced_update's id is polymorphic and this driver sends untyped parameters.
-        "SELECT fenced_update('leader_work', $1::int, $2, \
+        "SELECT fenced_update_or_false('leader_work', $1::int, $2, \
          jsonb_build_object('leader', $3::text, 'beat', $4::int))",
         &[&o.id, &term, &o.name, &beat],
     )
@@ -259,7 +259,7 @@ fn session_loop(o: &Options) {
         // Follower: try to lead every 100 ms.
         let term: Option<i64> = match one(
             &mut client,
-            "SELECT become_leader($1, $2, $3)",
+            "SELECT try_acquire_fenced_session($1, $2, $3)",
             &[&o.ns, &o.id, &owner],
         ) {
             Ok(term) => term,

@@ -37,7 +37,7 @@ fn main() {
         let (id, fence): (i32, i64) = (row.get(0), row.get(1));
         thread::sleep(Duration::from_millis(40));
         let completion = conn.execute(
-            "SELECT fenced_update_strict('jobs', $1::int, $2, $3::text::jsonb)",
+            "SELECT fenced_update('jobs', $1::int, $2, $3::text::jsonb)",
             &[&id, &fence, &changes],
         );
         match completion {

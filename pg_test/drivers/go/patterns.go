@@ -117,13 +117,13 @@ var patterns = []pattern{
 		id := strconv.Itoa(int(base + 1))
 		must(a, "BEGIN")
 		token := must(a, "SELECT acquire_fenced($1, $2)", 4201, base+1)
-		written := must(a, "SELECT fenced_update($1, $2, $3, $4)", "driver_rows", id, token, string(changes))
+		written := must(a, "SELECT fenced_update_or_false($1, $2, $3, $4)", "driver_rows", id, token, string(changes))
 		must(a, "COMMIT")
 		check(positive(token), "token %#v is not a positive int64", token)
 		check(written == true, "fenced_update returned %#v", written)
-		stale := must(a, "SELECT fenced_update($1, $2, $3, $4)", "driver_rows", id, token.(int64)-1, string(changes))
+		stale := must(a, "SELECT fenced_update_or_false($1, $2, $3, $4)", "driver_rows", id, token.(int64)-1, string(changes))
 		check(stale == false, "a lower token wrote: %#v", stale)
-		state := sqlstateOf(a, "SELECT fenced_update_strict($1, $2, $3, $4)", "driver_rows", id,
+		state := sqlstateOf(a, "SELECT fenced_update($1, $2, $3, $4)", "driver_rows", id,
 			token.(int64)-1, string(changes))
 		check(state == "SF001", "fenced_update_strict with a lower token: SQLSTATE %s", state)
 	}},
@@ -151,15 +151,15 @@ var patterns = []pattern{
 		newer := must(a, "SELECT acquire_fenced($1, $2)", 4201, base+4)
 		must(a, "COMMIT")
 		resource := "drivers/pgx/" + route
-		must(a, "SELECT fence_check_strict($1, $2)", resource, newer)
-		state := sqlstateOf(a, "SELECT fence_check_strict($1, $2)", resource, older)
+		must(a, "SELECT fence_check($1, $2)", resource, newer)
+		state := sqlstateOf(a, "SELECT fence_check($1, $2)", resource, older)
 		check(state == "SF001", "SQLSTATE %s", state)
 	}},
 	{"named_and_bigint", func(a, b *pgx.Conn) {
 		big := int64(5_000_000_000) + int64(base)
 		must(a, "BEGIN")
 		named := must(a, "SELECT acquire_fenced_named($1, $2)", "drivers", fmt.Sprintf("order:%d", base))
-		byBigint := must(a, "SELECT acquire_fenced_named_bigint($1, $2)", "drivers", big)
+		byBigint := must(a, "SELECT acquire_fenced_named($1, $2::bigint::text)", "drivers", big)
 		byText := must(a, "SELECT acquire_fenced_named($1, $2)", "drivers", strconv.FormatInt(big, 10))
 		must(a, "COMMIT")
 		check(byBigint == byText, "a bigint key and its text are different locks")
@@ -171,11 +171,11 @@ var patterns = []pattern{
 	}},
 	{"lease", func(a, b *pgx.Conn) {
 		key, ttl := base+7, 30*time.Second
-		token := must(a, "SELECT acquire_lease($1, $2, $3, $4)", 4203, key, "a", ttl)
-		busy := must(b, "SELECT acquire_lease($1, $2, $3, $4)", 4203, key, "b", ttl)
+		token := must(a, "SELECT try_acquire_lease($1, $2, $3, $4)", 4203, key, "a", ttl)
+		busy := must(b, "SELECT try_acquire_lease($1, $2, $3, $4)", 4203, key, "b", ttl)
 		expiry := must(a, "SELECT renew_lease($1, $2, $3, $4)", 4203, key, token, ttl)
 		released := must(a, "SELECT release_lease($1, $2, $3)", 4203, key, token)
-		taken := must(b, "SELECT acquire_lease($1, $2, $3, $4)", 4203, key, "b", ttl)
+		taken := must(b, "SELECT try_acquire_lease($1, $2, $3, $4)", 4203, key, "b", ttl)
 		must(b, "SELECT release_lease($1, $2, $3)", 4203, key, taken)
 		check(positive(token), "token %#v", token)
 		check(busy == nil, "another owner got %#v", busy)
@@ -185,8 +185,8 @@ var patterns = []pattern{
 	}},
 	{"leader_owner", func(a, b *pgx.Conn) {
 		key := base + 9
-		term := must(a, "SELECT become_leader($1, $2, $3)", 4203, key, "client-a")
-		other := must(b, "SELECT become_leader($1, $2, $3)", 4203, key, "client-b")
+		term := must(a, "SELECT try_acquire_fenced_session($1, $2, $3)", 4203, key, "client-a")
+		other := must(b, "SELECT try_acquire_fenced_session($1, $2, $3)", 4203, key, "client-b")
 		check(positive(term), "term %#v", term)
 		check(other == nil, "a second owner became leader with term %#v", other)
 		if !pooled {
@@ -199,14 +199,14 @@ var patterns = []pattern{
 		// 0), never a NULL row; after the holder's commit, a larger token.
 		key := base + 13
 		must(a, "BEGIN")
-		slot := must(a, "SELECT slot FROM acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
-		token := must(a, "SELECT token FROM acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
+		slot := must(a, "SELECT slot FROM acquire_permit($1, $2, $3)", 4206, key, 1)
+		token := must(a, "SELECT token FROM acquire_permit($1, $2, $3)", 4206, key, 1)
 		must(b, "BEGIN")
-		none := must(b, "SELECT count(*) FROM try_acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
+		none := must(b, "SELECT count(*) FROM try_acquire_permit($1, $2, $3)", 4206, key, 1)
 		must(b, "ROLLBACK")
 		must(a, "COMMIT")
 		must(b, "BEGIN")
-		later := must(b, "SELECT token FROM try_acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
+		later := must(b, "SELECT token FROM try_acquire_permit($1, $2, $3)", 4206, key, 1)
 		must(b, "COMMIT")
 		check(slot == int32(1) && positive(token), "slot %#v, token %#v", slot, token)
 		check(none == int64(0), "a second holder of one permit: %#v rows", none)
@@ -215,8 +215,8 @@ var patterns = []pattern{
 	{"lease_permit", func(a, b *pgx.Conn) {
 		// A permit as a lease: every call commits on its own, so it works through the pooler.
 		key, ttl := base+14, 30*time.Second
-		token := must(a, "SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5)", 4206, key, 1, "a", ttl)
-		none := must(b, "SELECT count(*) FROM acquire_lease_permit($1, $2, $3, $4, $5)", 4206, key, 1, "b", ttl)
+		token := must(a, "SELECT token FROM try_acquire_lease_permit($1, $2, $3, $4, $5)", 4206, key, 1, "a", ttl)
+		none := must(b, "SELECT count(*) FROM try_acquire_lease_permit($1, $2, $3, $4, $5)", 4206, key, 1, "b", ttl)
 		expiry := must(a, "SELECT renew_lease($1, $2, $3, $4)", 4206, key, token, ttl)
 		released := must(a, "SELECT release_lease($1, $2, $3)", 4206, key, token)
 		taken := must(b, "SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5, $6)", 4206, key, 1, "b",
@@ -234,8 +234,8 @@ var patterns = []pattern{
 		key := base + 15
 		must(a, "BEGIN")
 		must(b, "BEGIN")
-		first := must(a, "SELECT acquire_fenced_shared($1, $2)", 4206, key)
-		second := must(b, "SELECT try_acquire_fenced_shared($1, $2)", 4206, key)
+		first := must(a, "SELECT acquire_fenced($1, $2, shared => true)", 4206, key)
+		second := must(b, "SELECT try_acquire_fenced($1, $2, shared => true)", 4206, key)
 		must(b, "ROLLBACK")
 		must(b, "BEGIN")
 		busy := must(b, "SELECT try_acquire_fenced($1, $2)", 4206, key)
@@ -278,14 +278,14 @@ func mixedTransaction(conn *pgx.Conn, kind string, key, row int32) (problem stri
 		}
 	case "leader":
 		owner := fmt.Sprintf("owner-%d", key)
-		term := must(conn, "SELECT become_leader($1, $2, $3)", 4205, key, owner)
+		term := must(conn, "SELECT try_acquire_fenced_session($1, $2, $3)", 4205, key, owner)
 		released := must(conn, "SELECT release_fenced($1, $2, $3)", 4205, key, owner)
 		if !positive(term) || released != true {
 			problem = fmt.Sprintf("become_leader gave %#v, release_fenced %#v", term, released)
 		}
 	default:
 		token := must(conn, "SELECT acquire_fenced($1, $2)", 4205, key)
-		written := must(conn, "SELECT fenced_update($1, $2, $3, $4)", "driver_rows",
+		written := must(conn, "SELECT fenced_update_or_false($1, $2, $3, $4)", "driver_rows",
 			strconv.Itoa(int(row)), token, fmt.Sprintf(`{"v": "%d"}`, key))
 		if written != true {
 			problem = fmt.Sprintf("fenced_update with token %#v gave %#v", token, written)

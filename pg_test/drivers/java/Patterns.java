@@ -207,7 +207,7 @@ public final class Patterns {
         Map<String, Pattern> patterns = new LinkedHashMap<>();
         patterns.put("guarded_write", (a, b) -> {
             String changes = "{\"v\": \"jdbc " + route + "\"}";
-            String update = "SELECT fenced_update(?, ?, ?, ?::jsonb)";
+            String update = "SELECT fenced_update_or_false(?, ?, ?, ?::jsonb)";
             one(a, "BEGIN");
             Object token = one(a, "SELECT acquire_fenced(?, ?)", 4201, base + 1);
             Object written = one(a, update, "driver_rows", base + 1, token, changes);
@@ -216,7 +216,7 @@ public final class Patterns {
             check(Boolean.TRUE.equals(written), "fenced_update returned " + written);
             Object stale = one(a, update, "driver_rows", base + 1, (Long) token - 1, changes);
             check(Boolean.FALSE.equals(stale), "a lower token wrote: " + stale);
-            String state = sqlstateOf(a, "SELECT fenced_update_strict(?, ?, ?, ?::jsonb)", "driver_rows",
+            String state = sqlstateOf(a, "SELECT fenced_update(?, ?, ?, ?::jsonb)", "driver_rows",
                     base + 1, (Long) token - 1, changes);
             check("SF001".equals(state), "fenced_update_strict with a lower token: SQLSTATE " + state);
         });
@@ -245,15 +245,15 @@ public final class Patterns {
             Object newer = one(a, "SELECT acquire_fenced(?, ?)", 4201, base + 4);
             one(a, "COMMIT");
             String resource = "drivers/jdbc/" + route;
-            one(a, "SELECT fence_check_strict(?, ?)", resource, newer);
-            String state = sqlstateOf(a, "SELECT fence_check_strict(?, ?)", resource, older);
+            one(a, "SELECT fence_check(?, ?)", resource, newer);
+            String state = sqlstateOf(a, "SELECT fence_check(?, ?)", resource, older);
             check("SF001".equals(state), "SQLSTATE " + state);
         });
         patterns.put("named_and_bigint", (a, b) -> {
             long big = 5_000_000_000L + base;
             one(a, "BEGIN");
             Object named = one(a, "SELECT acquire_fenced_named(?, ?)", "drivers", "order:" + base);
-            Object byBigint = one(a, "SELECT acquire_fenced_named_bigint(?, ?)", "drivers", big);
+            Object byBigint = one(a, "SELECT acquire_fenced_named(?, CAST(? AS bigint)::text)", "drivers", big);
             Object byText = one(a, "SELECT acquire_fenced_named(?, ?)", "drivers", Long.toString(big));
             one(a, "COMMIT");
             check(byBigint.equals(byText), "a bigint key and its text are different locks");
@@ -266,11 +266,11 @@ public final class Patterns {
         patterns.put("lease", (a, b) -> {
             int key = base + 7;
             String ttl = "30 seconds";
-            Object token = one(a, "SELECT acquire_lease(?, ?, ?, ?::interval)", 4203, key, "a", ttl);
-            Object busy = one(b, "SELECT acquire_lease(?, ?, ?, ?::interval)", 4203, key, "b", ttl);
+            Object token = one(a, "SELECT try_acquire_lease(?, ?, ?, ?::interval)", 4203, key, "a", ttl);
+            Object busy = one(b, "SELECT try_acquire_lease(?, ?, ?, ?::interval)", 4203, key, "b", ttl);
             Object expiry = one(a, "SELECT renew_lease(?, ?, ?, ?::interval)", 4203, key, token, ttl);
             Object released = one(a, "SELECT release_lease(?, ?, ?)", 4203, key, token);
-            Object taken = one(b, "SELECT acquire_lease(?, ?, ?, ?::interval)", 4203, key, "b", ttl);
+            Object taken = one(b, "SELECT try_acquire_lease(?, ?, ?, ?::interval)", 4203, key, "b", ttl);
             one(b, "SELECT release_lease(?, ?, ?)", 4203, key, taken);
             check(positive(token), "token " + token);
             check(busy == null, "another owner got " + busy);
@@ -280,8 +280,8 @@ public final class Patterns {
         });
         patterns.put("leader_owner", (a, b) -> {
             int key = base + 9;
-            Object term = one(a, "SELECT become_leader(?, ?, ?)", 4203, key, "client-a");
-            Object other = one(b, "SELECT become_leader(?, ?, ?)", 4203, key, "client-b");
+            Object term = one(a, "SELECT try_acquire_fenced_session(?, ?, ?)", 4203, key, "client-a");
+            Object other = one(b, "SELECT try_acquire_fenced_session(?, ?, ?)", 4203, key, "client-b");
             check(positive(term), "term " + term);
             check(other == null, "a second owner became leader with term " + other);
             if (!pooled) {
@@ -294,14 +294,14 @@ public final class Patterns {
             // (count 0), never a NULL row; after the holder's commit, a larger token.
             int key = base + 13;
             one(a, "BEGIN");
-            Object slot = one(a, "SELECT slot FROM acquire_fenced_permit(?, ?, ?)", 4206, key, 1);
-            Object token = one(a, "SELECT token FROM acquire_fenced_permit(?, ?, ?)", 4206, key, 1);
+            Object slot = one(a, "SELECT slot FROM acquire_permit(?, ?, ?)", 4206, key, 1);
+            Object token = one(a, "SELECT token FROM acquire_permit(?, ?, ?)", 4206, key, 1);
             one(b, "BEGIN");
-            Object none = one(b, "SELECT count(*) FROM try_acquire_fenced_permit(?, ?, ?)", 4206, key, 1);
+            Object none = one(b, "SELECT count(*) FROM try_acquire_permit(?, ?, ?)", 4206, key, 1);
             one(b, "ROLLBACK");
             one(a, "COMMIT");
             one(b, "BEGIN");
-            Object later = one(b, "SELECT token FROM try_acquire_fenced_permit(?, ?, ?)", 4206, key, 1);
+            Object later = one(b, "SELECT token FROM try_acquire_permit(?, ?, ?)", 4206, key, 1);
             one(b, "COMMIT");
             check(Integer.valueOf(1).equals(slot) && positive(token), "slot " + slot + ", token " + token);
             check(Long.valueOf(0).equals(none), "a second holder of one permit: " + none + " rows");
@@ -311,9 +311,9 @@ public final class Patterns {
             // A permit as a lease: every call commits on its own, so it works through the pooler.
             int key = base + 14;
             String ttl = "30 seconds";
-            Object token = one(a, "SELECT token FROM acquire_lease_permit(?, ?, ?, ?, ?::interval)", 4206, key, 1,
+            Object token = one(a, "SELECT token FROM try_acquire_lease_permit(?, ?, ?, ?, ?::interval)", 4206, key, 1,
                     "a", ttl);
-            Object none = one(b, "SELECT count(*) FROM acquire_lease_permit(?, ?, ?, ?, ?::interval)", 4206, key,
+            Object none = one(b, "SELECT count(*) FROM try_acquire_lease_permit(?, ?, ?, ?, ?::interval)", 4206, key,
                     1, "b", ttl);
             Object expiry = one(a, "SELECT renew_lease(?, ?, ?, ?::interval)", 4206, key, token, ttl);
             Object released = one(a, "SELECT release_lease(?, ?, ?)", 4206, key, token);
@@ -331,8 +331,8 @@ public final class Patterns {
             int key = base + 15;
             one(a, "BEGIN");
             one(b, "BEGIN");
-            Object first = one(a, "SELECT acquire_fenced_shared(?, ?)", 4206, key);
-            Object second = one(b, "SELECT try_acquire_fenced_shared(?, ?)", 4206, key);
+            Object first = one(a, "SELECT acquire_fenced(?, ?, shared => true)", 4206, key);
+            Object second = one(b, "SELECT try_acquire_fenced(?, ?, shared => true)", 4206, key);
             one(b, "ROLLBACK");
             one(b, "BEGIN");
             Object busy = one(b, "SELECT try_acquire_fenced(?, ?)", 4206, key);
@@ -373,7 +373,7 @@ public final class Patterns {
                 break;
             }
             case "leader": {
-                Object term = one(conn, "SELECT become_leader(?, ?, ?)", 4205, key, "owner-" + key);
+                Object term = one(conn, "SELECT try_acquire_fenced_session(?, ?, ?)", 4205, key, "owner-" + key);
                 Object released = one(conn, "SELECT release_fenced(?, ?, ?)", 4205, key, "owner-" + key);
                 if (!positive(term) || !Boolean.TRUE.equals(released))
                     problem = "become_leader gave " + term + ", release_fenced " + released;
@@ -381,7 +381,7 @@ public final class Patterns {
             }
             default: {
                 Object token = one(conn, "SELECT acquire_fenced(?, ?)", 4205, key);
-                Object written = one(conn, "SELECT fenced_update(?, ?, ?, ?::jsonb)", "driver_rows", row,
+                Object written = one(conn, "SELECT fenced_update_or_false(?, ?, ?, ?::jsonb)", "driver_rows", row,
                         token, "{\"v\": \"" + key + "\"}");
                 if (!Boolean.TRUE.equals(written))
                     problem = "fenced_update with token " + token + " gave " + written;

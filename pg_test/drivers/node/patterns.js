@@ -52,15 +52,15 @@ const patterns = {
     await one(a, 'BEGIN');
     const token = await one(a, 'SELECT acquire_fenced($1, $2)', 4201, BASE + 1);
     const changes = JSON.stringify({ v: `node-postgres ${route}` });
-    const written = await one(a, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', BASE + 1,
+    const written = await one(a, 'SELECT fenced_update_or_false($1, $2, $3, $4)', 'driver_rows', BASE + 1,
       token, changes);
     await one(a, 'COMMIT');
     check(typeof token === 'bigint' && token > 0n, `token ${token} is not a positive BigInt`);
     check(written === true, `fenced_update returned ${written}`);
-    const stale = await one(a, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', BASE + 1,
+    const stale = await one(a, 'SELECT fenced_update_or_false($1, $2, $3, $4)', 'driver_rows', BASE + 1,
       token - 1n, changes);
     check(stale === false, `a lower token wrote: ${stale}`);
-    const state = await sqlstateOf(a, 'SELECT fenced_update_strict($1, $2, $3, $4)', 'driver_rows',
+    const state = await sqlstateOf(a, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows',
       BASE + 1, token - 1n, changes);
     check(state === 'SF001', `fenced_update_strict with a lower token: SQLSTATE ${state}`);
   },
@@ -93,8 +93,8 @@ const patterns = {
     const newer = await one(a, 'SELECT acquire_fenced($1, $2)', 4201, BASE + 4);
     await one(a, 'COMMIT');
     const resource = `drivers/node-postgres/${route}`;
-    await one(a, 'SELECT fence_check_strict($1, $2)', resource, newer);
-    const state = await sqlstateOf(a, 'SELECT fence_check_strict($1, $2)', resource, older);
+    await one(a, 'SELECT fence_check($1, $2)', resource, newer);
+    const state = await sqlstateOf(a, 'SELECT fence_check($1, $2)', resource, older);
     check(state === 'SF001', `SQLSTATE ${state}`);
   },
 
@@ -102,7 +102,7 @@ const patterns = {
     const big = 5000000000n + BigInt(BASE);
     await one(a, 'BEGIN');
     const named = await one(a, 'SELECT acquire_fenced_named($1, $2)', 'drivers', `order:${BASE}`);
-    const byBigint = await one(a, 'SELECT acquire_fenced_named_bigint($1, $2)', 'drivers', big);
+    const byBigint = await one(a, 'SELECT acquire_fenced_named($1, $2::bigint::text)', 'drivers', big);
     const byText = await one(a, 'SELECT acquire_fenced_named($1, $2)', 'drivers', big.toString());
     await one(a, 'COMMIT');
     check(byBigint === byText, 'a bigint key and its text are different locks');
@@ -133,11 +133,11 @@ const patterns = {
     // Table-backed leases: every call commits on its own, so they work through the pooler.
     const key = BASE + 7;
     const ttl = '30 seconds';
-    const token = await one(a, 'SELECT acquire_lease($1, $2, $3, $4)', 4203, key, 'a', ttl);
-    const busy = await one(b, 'SELECT acquire_lease($1, $2, $3, $4)', 4203, key, 'b', ttl);
+    const token = await one(a, 'SELECT try_acquire_lease($1, $2, $3, $4)', 4203, key, 'a', ttl);
+    const busy = await one(b, 'SELECT try_acquire_lease($1, $2, $3, $4)', 4203, key, 'b', ttl);
     const expiry = await one(a, 'SELECT renew_lease($1, $2, $3, $4)', 4203, key, token, ttl);
     const released = await one(a, 'SELECT release_lease($1, $2, $3)', 4203, key, token);
-    const taken = await one(b, 'SELECT acquire_lease($1, $2, $3, $4)', 4203, key, 'b', ttl);
+    const taken = await one(b, 'SELECT try_acquire_lease($1, $2, $3, $4)', 4203, key, 'b', ttl);
     await one(b, 'SELECT release_lease($1, $2, $3)', 4203, key, taken);
     check(typeof token === 'bigint' && token > 0n, `token ${token}`);
     check(busy === null, `another owner got ${busy}`);
@@ -148,8 +148,8 @@ const patterns = {
   async leader_owner(a, b) {
     // The second owner never gets the first's term, whichever server connection it is on.
     const key = BASE + 9;
-    const term = await one(a, 'SELECT become_leader($1, $2, $3)', 4203, key, 'client-a');
-    const other = await one(b, 'SELECT become_leader($1, $2, $3)', 4203, key, 'client-b');
+    const term = await one(a, 'SELECT try_acquire_fenced_session($1, $2, $3)', 4203, key, 'client-a');
+    const other = await one(b, 'SELECT try_acquire_fenced_session($1, $2, $3)', 4203, key, 'client-b');
     check(typeof term === 'bigint' && term > 0n, `term ${term}`);
     check(other === null, `a second owner became leader with term ${other}`);
     if (!pooled) {
@@ -163,15 +163,15 @@ const patterns = {
     // never a NULL row; after the holder's commit, a larger token.
     const key = BASE + 13;
     await one(a, 'BEGIN');
-    const slot = await one(a, 'SELECT slot FROM acquire_fenced_permit($1, $2, $3)', 4206, key, 1);
-    const token = await one(a, 'SELECT token FROM acquire_fenced_permit($1, $2, $3)', 4206, key, 1);
+    const slot = await one(a, 'SELECT slot FROM acquire_permit($1, $2, $3)', 4206, key, 1);
+    const token = await one(a, 'SELECT token FROM acquire_permit($1, $2, $3)', 4206, key, 1);
     await one(b, 'BEGIN');
-    const none = await one(b, 'SELECT count(*) FROM try_acquire_fenced_permit($1, $2, $3)',
+    const none = await one(b, 'SELECT count(*) FROM try_acquire_permit($1, $2, $3)',
       4206, key, 1);
     await one(b, 'ROLLBACK');
     await one(a, 'COMMIT');
     await one(b, 'BEGIN');
-    const later = await one(b, 'SELECT token FROM try_acquire_fenced_permit($1, $2, $3)',
+    const later = await one(b, 'SELECT token FROM try_acquire_permit($1, $2, $3)',
       4206, key, 1);
     await one(b, 'COMMIT');
     check(slot === 1 && typeof token === 'bigint' && token > 0n, `slot ${slot}, token ${token}`);
@@ -183,9 +183,9 @@ const patterns = {
     // A permit as a lease: every call commits on its own, so it works through the pooler.
     const key = BASE + 14;
     const ttl = '30 seconds';
-    const acquire = 'SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5)';
+    const acquire = 'SELECT token FROM try_acquire_lease_permit($1, $2, $3, $4, $5)';
     const token = await one(a, acquire, 4206, key, 1, 'a', ttl);
-    const none = await one(b, 'SELECT count(*) FROM acquire_lease_permit($1, $2, $3, $4, $5)',
+    const none = await one(b, 'SELECT count(*) FROM try_acquire_lease_permit($1, $2, $3, $4, $5)',
       4206, key, 1, 'b', ttl);
     const expiry = await one(a, 'SELECT renew_lease($1, $2, $3, $4)', 4206, key, token, ttl);
     const released = await one(a, 'SELECT release_lease($1, $2, $3)', 4206, key, token);
@@ -203,8 +203,8 @@ const patterns = {
     const key = BASE + 15;
     await one(a, 'BEGIN');
     await one(b, 'BEGIN');
-    const first = await one(a, 'SELECT acquire_fenced_shared($1, $2)', 4206, key);
-    const second = await one(b, 'SELECT try_acquire_fenced_shared($1, $2)', 4206, key);
+    const first = await one(a, 'SELECT acquire_fenced($1, $2, shared => true)', 4206, key);
+    const second = await one(b, 'SELECT try_acquire_fenced($1, $2, shared => true)', 4206, key);
     await one(b, 'ROLLBACK');
     await one(b, 'BEGIN');
     const busy = await one(b, 'SELECT try_acquire_fenced($1, $2)', 4206, key);
@@ -240,14 +240,14 @@ async function mixedTransaction(client, kind, key, row) {
     const fence = await one(client, 'SELECT current_fence($1, $2)', 4205, key);
     if (fence !== null) problem = `current_fence of a free key gave ${fence}`;
   } else if (kind === 'leader') {
-    const term = await one(client, 'SELECT become_leader($1, $2, $3)', 4205, key, `owner-${key}`);
+    const term = await one(client, 'SELECT try_acquire_fenced_session($1, $2, $3)', 4205, key, `owner-${key}`);
     const released = await one(client, 'SELECT release_fenced($1, $2, $3)', 4205, key, `owner-${key}`);
     if (!(typeof term === 'bigint' && term > 0n && released === true)) {
       problem = `become_leader gave ${term}, release_fenced ${released}`;
     }
   } else {
     const token = await one(client, 'SELECT acquire_fenced($1, $2)', 4205, key);
-    const written = await one(client, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', row,
+    const written = await one(client, 'SELECT fenced_update_or_false($1, $2, $3, $4)', 'driver_rows', row,
       token, JSON.stringify({ v: `${key}` }));
     if (written !== true) problem = `fenced_update with token ${token} gave ${written}`;
   }

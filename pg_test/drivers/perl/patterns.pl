@@ -52,16 +52,16 @@ my %patterns = (
         my $changes = encode_json({ v => "DBD::Pg $route" });
         one($a, 'BEGIN');
         my $token = one($a, 'SELECT acquire_fenced($1, $2)', 4201, $base + 1);
-        my $written = one($a, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', $base + 1,
+        my $written = one($a, 'SELECT fenced_update_or_false($1, $2, $3, $4)', 'driver_rows', $base + 1,
             $token, $changes);
         one($a, 'COMMIT');
         check(defined $token && $token =~ /^\d+$/ && $token > 0, 'token ' . show($token));
         # Booleans arrive as 1 and 0.
         check(defined $written && $written eq '1', 'fenced_update returned ' . show($written));
-        my $stale = one($a, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', $base + 1,
+        my $stale = one($a, 'SELECT fenced_update_or_false($1, $2, $3, $4)', 'driver_rows', $base + 1,
             $token - 1, $changes);
         check(defined $stale && $stale eq '0', 'a lower token wrote: ' . show($stale));
-        my $state = sqlstate_of($a, 'SELECT fenced_update_strict($1, $2, $3, $4)', 'driver_rows',
+        my $state = sqlstate_of($a, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows',
             $base + 1, $token - 1, $changes);
         check($state eq 'SF001', "fenced_update_strict with a lower token: SQLSTATE $state");
     },
@@ -93,8 +93,8 @@ my %patterns = (
         my $newer = one($a, 'SELECT acquire_fenced($1, $2)', 4201, $base + 4);
         one($a, 'COMMIT');
         my $resource = "drivers/DBD::Pg/$route";
-        one($a, 'SELECT fence_check_strict($1, $2)', $resource, $newer);
-        my $state = sqlstate_of($a, 'SELECT fence_check_strict($1, $2)', $resource, $older);
+        one($a, 'SELECT fence_check($1, $2)', $resource, $newer);
+        my $state = sqlstate_of($a, 'SELECT fence_check($1, $2)', $resource, $older);
         check($state eq 'SF001', "SQLSTATE $state");
     },
     named_and_bigint => sub {
@@ -102,7 +102,7 @@ my %patterns = (
         my $big = 5_000_000_000 + $base;
         one($a, 'BEGIN');
         my $named = one($a, 'SELECT acquire_fenced_named($1, $2)', 'drivers', "order:$base");
-        my $by_bigint = one($a, 'SELECT acquire_fenced_named_bigint($1, $2)', 'drivers', $big);
+        my $by_bigint = one($a, 'SELECT acquire_fenced_named($1, $2::bigint::text)', 'drivers', $big);
         my $by_text = one($a, 'SELECT acquire_fenced_named($1, $2)', 'drivers', "$big");
         one($a, 'COMMIT');
         check($by_bigint == $by_text, 'a bigint key and its text are different locks');
@@ -116,11 +116,11 @@ my %patterns = (
     lease => sub {
         my ($a, $b) = @_;
         my ($key, $ttl) = ($base + 7, '30 seconds');
-        my $token = one($a, 'SELECT acquire_lease($1, $2, $3, $4)', 4203, $key, 'a', $ttl);
-        my $busy = one($b, 'SELECT acquire_lease($1, $2, $3, $4)', 4203, $key, 'b', $ttl);
+        my $token = one($a, 'SELECT try_acquire_lease($1, $2, $3, $4)', 4203, $key, 'a', $ttl);
+        my $busy = one($b, 'SELECT try_acquire_lease($1, $2, $3, $4)', 4203, $key, 'b', $ttl);
         my $expiry = one($a, 'SELECT renew_lease($1, $2, $3, $4)', 4203, $key, $token, $ttl);
         my $released = one($a, 'SELECT release_lease($1, $2, $3)', 4203, $key, $token);
-        my $taken = one($b, 'SELECT acquire_lease($1, $2, $3, $4)', 4203, $key, 'b', $ttl);
+        my $taken = one($b, 'SELECT try_acquire_lease($1, $2, $3, $4)', 4203, $key, 'b', $ttl);
         one($b, 'SELECT release_lease($1, $2, $3)', 4203, $key, $taken);
         check(defined $token && $token > 0, 'token ' . show($token));
         check(!defined $busy, 'another owner got ' . show($busy));
@@ -130,8 +130,8 @@ my %patterns = (
     leader_owner => sub {
         my ($a, $b) = @_;
         my $key = $base + 9;
-        my $term = one($a, 'SELECT become_leader($1, $2, $3)', 4203, $key, 'client-a');
-        my $other = one($b, 'SELECT become_leader($1, $2, $3)', 4203, $key, 'client-b');
+        my $term = one($a, 'SELECT try_acquire_fenced_session($1, $2, $3)', 4203, $key, 'client-a');
+        my $other = one($b, 'SELECT try_acquire_fenced_session($1, $2, $3)', 4203, $key, 'client-b');
         check(defined $term && $term > 0, 'term ' . show($term));
         check(!defined $other, 'a second owner became leader with term ' . show($other));
         if (!$pooled) {
@@ -145,15 +145,15 @@ my %patterns = (
         my ($a, $b) = @_;
         my $key = $base + 13;
         one($a, 'BEGIN');
-        my $slot = one($a, 'SELECT slot FROM acquire_fenced_permit($1, $2, $3)', 4206, $key, 1);
-        my $token = one($a, 'SELECT token FROM acquire_fenced_permit($1, $2, $3)', 4206, $key, 1);
+        my $slot = one($a, 'SELECT slot FROM acquire_permit($1, $2, $3)', 4206, $key, 1);
+        my $token = one($a, 'SELECT token FROM acquire_permit($1, $2, $3)', 4206, $key, 1);
         one($b, 'BEGIN');
-        my $none = one($b, 'SELECT count(*) FROM try_acquire_fenced_permit($1, $2, $3)', 4206,
+        my $none = one($b, 'SELECT count(*) FROM try_acquire_permit($1, $2, $3)', 4206,
             $key, 1);
         one($b, 'ROLLBACK');
         one($a, 'COMMIT');
         one($b, 'BEGIN');
-        my $later = one($b, 'SELECT token FROM try_acquire_fenced_permit($1, $2, $3)', 4206,
+        my $later = one($b, 'SELECT token FROM try_acquire_permit($1, $2, $3)', 4206,
             $key, 1);
         one($b, 'COMMIT');
         check(defined $slot && $slot == 1 && defined $token && $token > 0,
@@ -165,9 +165,9 @@ my %patterns = (
         # A permit as a lease: every call commits on its own, so it works through the pooler.
         my ($a, $b) = @_;
         my ($key, $ttl) = ($base + 14, '30 seconds');
-        my $acquire = 'SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5)';
+        my $acquire = 'SELECT token FROM try_acquire_lease_permit($1, $2, $3, $4, $5)';
         my $token = one($a, $acquire, 4206, $key, 1, 'a', $ttl);
-        my $none = one($b, 'SELECT count(*) FROM acquire_lease_permit($1, $2, $3, $4, $5)', 4206,
+        my $none = one($b, 'SELECT count(*) FROM try_acquire_lease_permit($1, $2, $3, $4, $5)', 4206,
             $key, 1, 'b', $ttl);
         my $expiry = one($a, 'SELECT renew_lease($1, $2, $3, $4)', 4206, $key, $token, $ttl);
         my $released = one($a, 'SELECT release_lease($1, $2, $3)', 4206, $key, $token);
@@ -186,8 +186,8 @@ my %patterns = (
         my $key = $base + 15;
         one($a, 'BEGIN');
         one($b, 'BEGIN');
-        my $first = one($a, 'SELECT acquire_fenced_shared($1, $2)', 4206, $key);
-        my $second = one($b, 'SELECT try_acquire_fenced_shared($1, $2)', 4206, $key);
+        my $first = one($a, 'SELECT acquire_fenced($1, $2, shared => true)', 4206, $key);
+        my $second = one($b, 'SELECT try_acquire_fenced($1, $2, shared => true)', 4206, $key);
         one($b, 'ROLLBACK');
         one($b, 'BEGIN');
         my $busy = one($b, 'SELECT try_acquire_fenced($1, $2)', 4206, $key);
@@ -225,13 +225,13 @@ sub mixed_transaction {
         my $fence = one($dbh, 'SELECT current_fence($1, $2)', 4205, $key);
         $problem = 'current_fence of a free key gave ' . show($fence) if defined $fence;
     } elsif ($kind eq 'leader') {
-        my $term = one($dbh, 'SELECT become_leader($1, $2, $3)', 4205, $key, "owner-$key");
+        my $term = one($dbh, 'SELECT try_acquire_fenced_session($1, $2, $3)', 4205, $key, "owner-$key");
         my $released = one($dbh, 'SELECT release_fenced($1, $2, $3)', 4205, $key, "owner-$key");
         $problem = 'become_leader gave ' . show($term) . ', release_fenced ' . show($released)
             unless defined $term && $term =~ /^\d+$/ && defined $released && $released eq '1';
     } else {
         my $token = one($dbh, 'SELECT acquire_fenced($1, $2)', 4205, $key);
-        my $written = one($dbh, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', $row,
+        my $written = one($dbh, 'SELECT fenced_update_or_false($1, $2, $3, $4)', 'driver_rows', $row,
             $token, encode_json({ v => "$key" }));
         $problem = 'fenced_update with token ' . show($token) . ' gave ' . show($written)
             unless defined $written && $written eq '1';

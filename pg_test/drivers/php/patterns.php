@@ -95,15 +95,15 @@ $patterns = [
         $changes = json_encode(['v' => "$name $route"]);
         $a->one('BEGIN');
         $token = $a->token($a->one('SELECT acquire_fenced($1, $2)', 4201, $base + 1));
-        $written = $a->one('SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', $base + 1, $token, $changes);
+        $written = $a->one('SELECT fenced_update_or_false($1, $2, $3, $4)', 'driver_rows', $base + 1, $token, $changes);
         $a->one('COMMIT');
         check($token > 0, 'token ' . show($token));
         check($a->bool($written) === true, 'fenced_update returned ' . show($written));
-        $stale = $a->one('SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', $base + 1, $token - 1, $changes);
+        $stale = $a->one('SELECT fenced_update_or_false($1, $2, $3, $4)', 'driver_rows', $base + 1, $token - 1, $changes);
         check($a->bool($stale) === false, 'a lower token wrote: ' . show($stale));
         // pgsql's refusal is the string "f": truthy unless compared.
         check(!($a instanceof PgsqlConn) || $stale === 'f', 'pgsql gave ' . show($stale));
-        $state = $a->sqlstate_of('SELECT fenced_update_strict($1, $2, $3, $4)', 'driver_rows', $base + 1,
+        $state = $a->sqlstate_of('SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', $base + 1,
             $token - 1, $changes);
         check($state === 'SF001', "fenced_update_strict with a lower token: SQLSTATE $state");
     },
@@ -131,15 +131,15 @@ $patterns = [
         $newer = $a->one('SELECT acquire_fenced($1, $2)', 4201, $base + 4);
         $a->one('COMMIT');
         $resource = "drivers/$name/$route";
-        $a->one('SELECT fence_check_strict($1, $2)', $resource, $newer);
-        $state = $a->sqlstate_of('SELECT fence_check_strict($1, $2)', $resource, $older);
+        $a->one('SELECT fence_check($1, $2)', $resource, $newer);
+        $state = $a->sqlstate_of('SELECT fence_check($1, $2)', $resource, $older);
         check($state === 'SF001', "SQLSTATE $state");
     },
     'named_and_bigint' => function (Conn $a) use ($base) {
         $big = 5000000000 + $base;
         $a->one('BEGIN');
         $named = $a->token($a->one('SELECT acquire_fenced_named($1, $2)', 'drivers', "order:$base"));
-        $by_bigint = $a->token($a->one('SELECT acquire_fenced_named_bigint($1, $2)', 'drivers', $big));
+        $by_bigint = $a->token($a->one('SELECT acquire_fenced_named($1, $2::bigint::text)', 'drivers', $big));
         $by_text = $a->token($a->one('SELECT acquire_fenced_named($1, $2)', 'drivers', (string) $big));
         $a->one('COMMIT');
         check($by_bigint === $by_text, 'a bigint key and its text are different locks');
@@ -151,11 +151,11 @@ $patterns = [
     },
     'lease' => function (Conn $a, Conn $b) use ($base) {
         [$key, $ttl] = [$base + 7, '30 seconds'];
-        $token = $a->token($a->one('SELECT acquire_lease($1, $2, $3, $4)', 4203, $key, 'a', $ttl));
-        $busy = $b->one('SELECT acquire_lease($1, $2, $3, $4)', 4203, $key, 'b', $ttl);
+        $token = $a->token($a->one('SELECT try_acquire_lease($1, $2, $3, $4)', 4203, $key, 'a', $ttl));
+        $busy = $b->one('SELECT try_acquire_lease($1, $2, $3, $4)', 4203, $key, 'b', $ttl);
         $expiry = $a->one('SELECT renew_lease($1, $2, $3, $4)', 4203, $key, $token, $ttl);
         $released = $a->one('SELECT release_lease($1, $2, $3)', 4203, $key, $token);
-        $taken = $b->token($b->one('SELECT acquire_lease($1, $2, $3, $4)', 4203, $key, 'b', $ttl));
+        $taken = $b->token($b->one('SELECT try_acquire_lease($1, $2, $3, $4)', 4203, $key, 'b', $ttl));
         $b->one('SELECT release_lease($1, $2, $3)', 4203, $key, $taken);
         check($token > 0, 'token ' . show($token));
         check($busy === null, 'another owner got ' . show($busy));
@@ -164,8 +164,8 @@ $patterns = [
     },
     'leader_owner' => function (Conn $a, Conn $b) use ($base, $pooled) {
         $key = $base + 9;
-        $term = $a->token($a->one('SELECT become_leader($1, $2, $3)', 4203, $key, 'client-a'));
-        $other = $b->one('SELECT become_leader($1, $2, $3)', 4203, $key, 'client-b');
+        $term = $a->token($a->one('SELECT try_acquire_fenced_session($1, $2, $3)', 4203, $key, 'client-a'));
+        $other = $b->one('SELECT try_acquire_fenced_session($1, $2, $3)', 4203, $key, 'client-b');
         check($term > 0, 'term ' . show($term));
         check($other === null, 'a second owner became leader with term ' . show($other));
         if (!$pooled) {
@@ -178,14 +178,14 @@ $patterns = [
         // 0), never a NULL row; after the holder's commit, a larger token.
         $key = $base + 13;
         $a->one('BEGIN');
-        $slot = $a->one('SELECT slot FROM acquire_fenced_permit($1, $2, $3)', 4206, $key, 1);
-        $token = $a->token($a->one('SELECT token FROM acquire_fenced_permit($1, $2, $3)', 4206, $key, 1));
+        $slot = $a->one('SELECT slot FROM acquire_permit($1, $2, $3)', 4206, $key, 1);
+        $token = $a->token($a->one('SELECT token FROM acquire_permit($1, $2, $3)', 4206, $key, 1));
         $b->one('BEGIN');
-        $none = $b->one('SELECT count(*) FROM try_acquire_fenced_permit($1, $2, $3)', 4206, $key, 1);
+        $none = $b->one('SELECT count(*) FROM try_acquire_permit($1, $2, $3)', 4206, $key, 1);
         $b->one('ROLLBACK');
         $a->one('COMMIT');
         $b->one('BEGIN');
-        $later = $b->token($b->one('SELECT token FROM try_acquire_fenced_permit($1, $2, $3)', 4206, $key, 1));
+        $later = $b->token($b->one('SELECT token FROM try_acquire_permit($1, $2, $3)', 4206, $key, 1));
         $b->one('COMMIT');
         check($slot !== null && (int) $slot === 1 && $token > 0, 'slot ' . show($slot) . ', token ' . show($token));
         check($none !== null && (int) $none === 0, 'a second holder of one permit: ' . show($none));
@@ -194,9 +194,9 @@ $patterns = [
     'lease_permit' => function (Conn $a, Conn $b) use ($base) {
         // A permit as a lease: every call commits on its own, so it works through the pooler.
         [$key, $ttl] = [$base + 14, '30 seconds'];
-        $acquire = 'SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5)';
+        $acquire = 'SELECT token FROM try_acquire_lease_permit($1, $2, $3, $4, $5)';
         $token = $a->token($a->one($acquire, 4206, $key, 1, 'a', $ttl));
-        $none = $b->one('SELECT count(*) FROM acquire_lease_permit($1, $2, $3, $4, $5)', 4206, $key, 1, 'b', $ttl);
+        $none = $b->one('SELECT count(*) FROM try_acquire_lease_permit($1, $2, $3, $4, $5)', 4206, $key, 1, 'b', $ttl);
         $expiry = $a->one('SELECT renew_lease($1, $2, $3, $4)', 4206, $key, $token, $ttl);
         $released = $a->one('SELECT release_lease($1, $2, $3)', 4206, $key, $token);
         $taken = $b->token($b->one('SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5, $6)', 4206, $key,
@@ -213,8 +213,8 @@ $patterns = [
         $key = $base + 15;
         $a->one('BEGIN');
         $b->one('BEGIN');
-        $first = $a->token($a->one('SELECT acquire_fenced_shared($1, $2)', 4206, $key));
-        $second = $b->token($b->one('SELECT try_acquire_fenced_shared($1, $2)', 4206, $key));
+        $first = $a->token($a->one('SELECT acquire_fenced($1, $2, shared => true)', 4206, $key));
+        $second = $b->token($b->one('SELECT try_acquire_fenced($1, $2, shared => true)', 4206, $key));
         $b->one('ROLLBACK');
         $b->one('BEGIN');
         $busy = $b->one('SELECT try_acquire_fenced($1, $2)', 4206, $key);
@@ -248,13 +248,13 @@ function mixed_transaction(Conn $conn, string $kind, int $key, int $row): ?strin
         $fence = $conn->one('SELECT current_fence($1, $2)', 4205, $key);
         if ($fence !== null) $problem = 'current_fence of a free key gave ' . show($fence);
     } elseif ($kind === 'leader') {
-        $term = $conn->one('SELECT become_leader($1, $2, $3)', 4205, $key, "owner-$key");
+        $term = $conn->one('SELECT try_acquire_fenced_session($1, $2, $3)', 4205, $key, "owner-$key");
         $released = $conn->one('SELECT release_fenced($1, $2, $3)', 4205, $key, "owner-$key");
         if (!(is_numeric($term) && $term > 0 && $released !== null && $conn->bool($released)))
             $problem = 'become_leader gave ' . show($term) . ', release_fenced ' . show($released);
     } else {
         $token = $conn->one('SELECT acquire_fenced($1, $2)', 4205, $key);
-        $written = $conn->one('SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', $row, $token,
+        $written = $conn->one('SELECT fenced_update_or_false($1, $2, $3, $4)', 'driver_rows', $row, $token,
             json_encode(['v' => "$key"]));
         if ($written === null || !$conn->bool($written))
             $problem = 'fenced_update with token ' . show($token) . ' gave ' . show($written);

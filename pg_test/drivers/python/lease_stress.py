@@ -63,10 +63,12 @@ def cycles(number):
     with psycopg.connect(**POOLED) as conn:
         for cycle in range(CYCLES):
             key = rng.randrange(KEYS)
-            token = conn.execute("SELECT acquire_lease(%s, %s, %s, %s, %s)",
-                                 (NS, key, owner, TTL, datetime.timedelta(seconds=2))).fetchone()[0]
-            if token is None:
-                continue
+            try:
+                token = conn.execute("SELECT acquire_lease(%s, %s, %s, %s, %s)",
+                                     (NS, key, owner, TTL, datetime.timedelta(seconds=2))
+                                     ).fetchone()[0]
+            except psycopg.errors.LockNotAvailable:
+                continue  # still held after the wait (55P03)
             # "Work" under the lease, fenced: a write that records the token it carried, in
             # one statement that also checks the lease is still this token's.
             conn.execute("""INSERT INTO lease_writes

@@ -60,13 +60,13 @@ def transaction(conn, kind, key, row):
         problem = None if fence is None else f"current_fence of a free key gave {fence!r}"
     elif kind == "leader":
         owner = f"owner-{key}"
-        term = conn.one("SELECT become_leader($1, $2, $3)", NAMESPACE, key, owner)
+        term = conn.one("SELECT try_acquire_fenced_session($1, $2, $3)", NAMESPACE, key, owner)
         released = conn.one("SELECT release_fenced($1, $2, $3)", NAMESPACE, key, owner)
         problem = None if isinstance(term, int) and term > 0 and released is True else \
             f"become_leader gave {term!r}, release_fenced {released!r}"
     else:
         token = conn.one("SELECT acquire_fenced($1, $2)", NAMESPACE, key)
-        written = conn.one("SELECT fenced_update($1, $2, $3, $4)", "driver_rows",
+        written = conn.one("SELECT fenced_update_or_false($1, $2, $3, $4)", "driver_rows",
                            conn.row_id(row), token, json.dumps({"v": str(key)}))
         problem = None if written is True else \
             f"fenced_update with token {token!r} gave {written!r}"

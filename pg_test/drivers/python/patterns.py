@@ -194,15 +194,15 @@ def guarded_write(a, b):
     a.one("BEGIN")
     token = a.one("SELECT acquire_fenced($1, $2)", 4201, BASE + 1)
     changes = json.dumps({"v": f"{driver} {route}"})
-    written = a.one("SELECT fenced_update($1, $2, $3, $4)", "driver_rows", a.row_id(BASE + 1),
+    written = a.one("SELECT fenced_update_or_false($1, $2, $3, $4)", "driver_rows", a.row_id(BASE + 1),
                     token, changes)
     a.one("COMMIT")
     assert type(token) is int and token > 0, f"token {token!r} is not a positive int"
     assert written is True, f"fenced_update returned {written!r}"
-    stale = a.one("SELECT fenced_update($1, $2, $3, $4)", "driver_rows", a.row_id(BASE + 1),
+    stale = a.one("SELECT fenced_update_or_false($1, $2, $3, $4)", "driver_rows", a.row_id(BASE + 1),
                   token - 1, changes)
     assert stale is False, f"a lower token wrote: {stale!r}"
-    state = sqlstate_of(a, "SELECT fenced_update_strict($1, $2, $3, $4)", "driver_rows",
+    state = sqlstate_of(a, "SELECT fenced_update($1, $2, $3, $4)", "driver_rows",
                         a.row_id(BASE + 1), token - 1, changes)
     assert state == "SF001", f"fenced_update_strict with a lower token: SQLSTATE {state}"
 
@@ -234,8 +234,8 @@ def stale_write(a, b):
     newer = a.one("SELECT acquire_fenced($1, $2)", 4201, BASE + 4)
     a.one("COMMIT")
     resource = f"drivers/{driver}/{route}"
-    a.one("SELECT fence_check_strict($1, $2)", resource, newer)
-    state = sqlstate_of(a, "SELECT fence_check_strict($1, $2)", resource, older)
+    a.one("SELECT fence_check($1, $2)", resource, newer)
+    state = sqlstate_of(a, "SELECT fence_check($1, $2)", resource, older)
     assert state == "SF001", f"SQLSTATE {state}"
 
 
@@ -243,7 +243,7 @@ def named_and_bigint(a, b):
     big = 5_000_000_000 + BASE
     a.one("BEGIN")
     named = a.one("SELECT acquire_fenced_named($1, $2)", "drivers", f"order:{BASE}")
-    by_bigint = a.one("SELECT acquire_fenced_named_bigint($1, $2)", "drivers", big)
+    by_bigint = a.one("SELECT acquire_fenced_named($1, CAST($2 AS bigint)::text)", "drivers", big)
     by_text = a.one("SELECT acquire_fenced_named($1, $2)", "drivers", str(big))
     a.one("COMMIT")
     assert by_bigint == by_text, "a bigint key and its text are different locks"
@@ -284,11 +284,11 @@ def session_lease(a, b):
 def lease(a, b):
     # Table-backed leases: every call commits on its own, so they work through the pooler.
     key, ttl = BASE + 7, datetime.timedelta(seconds=30)
-    token = a.one("SELECT acquire_lease($1, $2, $3, $4)", 4203, key, "a", ttl)
-    busy = b.one("SELECT acquire_lease($1, $2, $3, $4)", 4203, key, "b", ttl)
+    token = a.one("SELECT try_acquire_lease($1, $2, $3, $4)", 4203, key, "a", ttl)
+    busy = b.one("SELECT try_acquire_lease($1, $2, $3, $4)", 4203, key, "b", ttl)
     expiry = a.one("SELECT renew_lease($1, $2, $3, $4)", 4203, key, token, ttl)
     released = a.one("SELECT release_lease($1, $2, $3)", 4203, key, token)
-    taken = b.one("SELECT acquire_lease($1, $2, $3, $4)", 4203, key, "b", ttl)
+    taken = b.one("SELECT try_acquire_lease($1, $2, $3, $4)", 4203, key, "b", ttl)
     b.one("SELECT release_lease($1, $2, $3)", 4203, key, taken)
     assert type(token) is int and token > 0, f"token {token!r}"
     assert busy is None, f"another owner got {busy!r}"
@@ -300,7 +300,7 @@ def lease_wait(a, b):
     # A waiting acquire sleeps until a release wakes it: the holder's lease (1 hour) would
     # not expire within the wait (60 s), so a token here means the release woke the waiter.
     key = BASE + 8
-    token = a.one("SELECT acquire_lease($1, $2, $3, $4)", 4203, key, "a",
+    token = a.one("SELECT try_acquire_lease($1, $2, $3, $4)", 4203, key, "a",
                   datetime.timedelta(hours=1))
     waited = {}
 
@@ -323,14 +323,14 @@ def permits(a, b):
     # gets no row (count 0), never a NULL row; after the holder's commit, a larger token.
     key = BASE + 13
     a.one("BEGIN")
-    slot = a.one("SELECT slot FROM acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
-    token = a.one("SELECT token FROM acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
+    slot = a.one("SELECT slot FROM acquire_permit($1, $2, $3)", 4206, key, 1)
+    token = a.one("SELECT token FROM acquire_permit($1, $2, $3)", 4206, key, 1)
     b.one("BEGIN")
-    none = b.one("SELECT count(*) FROM try_acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
+    none = b.one("SELECT count(*) FROM try_acquire_permit($1, $2, $3)", 4206, key, 1)
     b.one("ROLLBACK")
     a.one("COMMIT")
     b.one("BEGIN")
-    later = b.one("SELECT token FROM try_acquire_fenced_permit($1, $2, $3)", 4206, key, 1)
+    later = b.one("SELECT token FROM try_acquire_permit($1, $2, $3)", 4206, key, 1)
     b.one("COMMIT")
     assert slot == 1 and type(token) is int and token > 0, f"slot {slot!r}, token {token!r}"
     assert none == 0, f"a second holder of one permit: {none!r} rows"
@@ -340,9 +340,9 @@ def permits(a, b):
 def lease_permit(a, b):
     # A permit as a lease: every call commits on its own, so it works through the pooler.
     key, ttl = BASE + 14, datetime.timedelta(seconds=30)
-    token = a.one("SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5)", 4206, key, 1,
+    token = a.one("SELECT token FROM try_acquire_lease_permit($1, $2, $3, $4, $5)", 4206, key, 1,
                   "a", ttl)
-    none = b.one("SELECT count(*) FROM acquire_lease_permit($1, $2, $3, $4, $5)", 4206, key, 1,
+    none = b.one("SELECT count(*) FROM try_acquire_lease_permit($1, $2, $3, $4, $5)", 4206, key, 1,
                  "b", ttl)
     expiry = a.one("SELECT renew_lease($1, $2, $3, $4)", 4206, key, token, ttl)
     released = a.one("SELECT release_lease($1, $2, $3)", 4206, key, token)
@@ -360,8 +360,8 @@ def shared_lock(a, b):
     key = BASE + 15
     a.one("BEGIN")
     b.one("BEGIN")
-    first = a.one("SELECT acquire_fenced_shared($1, $2)", 4206, key)
-    second = b.one("SELECT try_acquire_fenced_shared($1, $2)", 4206, key)
+    first = a.one("SELECT acquire_fenced($1, $2, shared => true)", 4206, key)
+    second = b.one("SELECT try_acquire_fenced($1, $2, shared => true)", 4206, key)
     b.one("ROLLBACK")
     b.one("BEGIN")
     busy = b.one("SELECT try_acquire_fenced($1, $2)", 4206, key)
@@ -376,8 +376,8 @@ def leader_owner(a, b):
     # Two clients, each with its owner: the second never gets the first's term, whichever
     # server connection the pooler gives it (0.1.0 returned the held term on a shared one).
     key = BASE + 9
-    term = a.one("SELECT become_leader($1, $2, $3)", 4203, key, "client-a")
-    other = b.one("SELECT become_leader($1, $2, $3)", 4203, key, "client-b")
+    term = a.one("SELECT try_acquire_fenced_session($1, $2, $3)", 4203, key, "client-a")
+    other = b.one("SELECT try_acquire_fenced_session($1, $2, $3)", 4203, key, "client-b")
     assert type(term) is int and term > 0, f"term {term!r}"
     assert other is None, f"a second owner became leader with term {other!r}"
     if route == "direct":

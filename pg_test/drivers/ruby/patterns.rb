@@ -46,18 +46,18 @@ PATTERNS = {
     changes = JSON.generate(v: "ruby-pg #{ROUTE}")
     one(a, 'BEGIN')
     token = one(a, 'SELECT acquire_fenced($1, $2)', 4201, BASE + 1)
-    written = one(a, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', BASE + 1, token, changes)
+    written = one(a, 'SELECT fenced_update_or_false($1, $2, $3, $4)', 'driver_rows', BASE + 1, token, changes)
     one(a, 'COMMIT')
     check(token.is_a?(Integer) && token.positive?, "token #{token.inspect} is not a positive Integer")
     check(written == true, "fenced_update returned #{written.inspect}")
-    stale = one(a, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', BASE + 1, token - 1, changes)
+    stale = one(a, 'SELECT fenced_update_or_false($1, $2, $3, $4)', 'driver_rows', BASE + 1, token - 1, changes)
     check(stale == false, "a lower token wrote: #{stale.inspect}")
     # Undecoded, the refusal is the string "f", which Ruby takes as true.
     raw = connect(decoded: false)
-    undecoded = one(raw, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', BASE + 1, token - 1, changes)
+    undecoded = one(raw, 'SELECT fenced_update_or_false($1, $2, $3, $4)', 'driver_rows', BASE + 1, token - 1, changes)
     raw.close
     check(undecoded == 'f', "undecoded, the refusal was #{undecoded.inspect}")
-    state = sqlstate_of(a, 'SELECT fenced_update_strict($1, $2, $3, $4)', 'driver_rows', BASE + 1,
+    state = sqlstate_of(a, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', BASE + 1,
                         token - 1, changes)
     check(state == 'SF001', "fenced_update_strict with a lower token: SQLSTATE #{state}")
   end,
@@ -85,15 +85,15 @@ PATTERNS = {
     newer = one(a, 'SELECT acquire_fenced($1, $2)', 4201, BASE + 4)
     one(a, 'COMMIT')
     resource = "drivers/ruby-pg/#{ROUTE}"
-    one(a, 'SELECT fence_check_strict($1, $2)', resource, newer)
-    state = sqlstate_of(a, 'SELECT fence_check_strict($1, $2)', resource, older)
+    one(a, 'SELECT fence_check($1, $2)', resource, newer)
+    state = sqlstate_of(a, 'SELECT fence_check($1, $2)', resource, older)
     check(state == 'SF001', "SQLSTATE #{state}")
   end,
   'named_and_bigint' => lambda do |a, _b|
     big = 5_000_000_000 + BASE
     one(a, 'BEGIN')
     named = one(a, 'SELECT acquire_fenced_named($1, $2)', 'drivers', "order:#{BASE}")
-    by_bigint = one(a, 'SELECT acquire_fenced_named_bigint($1, $2)', 'drivers', big)
+    by_bigint = one(a, 'SELECT acquire_fenced_named($1, $2::bigint::text)', 'drivers', big)
     by_text = one(a, 'SELECT acquire_fenced_named($1, $2)', 'drivers', big.to_s)
     one(a, 'COMMIT')
     check(by_bigint == by_text, 'a bigint key and its text are different locks')
@@ -105,11 +105,11 @@ PATTERNS = {
   end,
   'lease' => lambda do |a, b|
     key = BASE + 7
-    token = one(a, 'SELECT acquire_lease($1, $2, $3, $4)', 4203, key, 'a', '30 seconds')
-    busy = one(b, 'SELECT acquire_lease($1, $2, $3, $4)', 4203, key, 'b', '30 seconds')
+    token = one(a, 'SELECT try_acquire_lease($1, $2, $3, $4)', 4203, key, 'a', '30 seconds')
+    busy = one(b, 'SELECT try_acquire_lease($1, $2, $3, $4)', 4203, key, 'b', '30 seconds')
     expiry = one(a, 'SELECT renew_lease($1, $2, $3, $4)', 4203, key, token, '30 seconds')
     released = one(a, 'SELECT release_lease($1, $2, $3)', 4203, key, token)
-    taken = one(b, 'SELECT acquire_lease($1, $2, $3, $4)', 4203, key, 'b', '30 seconds')
+    taken = one(b, 'SELECT try_acquire_lease($1, $2, $3, $4)', 4203, key, 'b', '30 seconds')
     one(b, 'SELECT release_lease($1, $2, $3)', 4203, key, taken)
     check(token.is_a?(Integer) && token.positive?, "token #{token.inspect}")
     check(busy.nil?, "another owner got #{busy.inspect}")
@@ -118,8 +118,8 @@ PATTERNS = {
   end,
   'leader_owner' => lambda do |a, b|
     key = BASE + 9
-    term = one(a, 'SELECT become_leader($1, $2, $3)', 4203, key, 'client-a')
-    other = one(b, 'SELECT become_leader($1, $2, $3)', 4203, key, 'client-b')
+    term = one(a, 'SELECT try_acquire_fenced_session($1, $2, $3)', 4203, key, 'client-a')
+    other = one(b, 'SELECT try_acquire_fenced_session($1, $2, $3)', 4203, key, 'client-b')
     check(term.is_a?(Integer) && term.positive?, "term #{term.inspect}")
     check(other.nil?, "a second owner became leader with term #{other.inspect}")
     unless POOLED
@@ -132,14 +132,14 @@ PATTERNS = {
     # never a NULL row; after the holder's commit, a larger token.
     key = BASE + 13
     one(a, 'BEGIN')
-    slot = one(a, 'SELECT slot FROM acquire_fenced_permit($1, $2, $3)', 4206, key, 1)
-    token = one(a, 'SELECT token FROM acquire_fenced_permit($1, $2, $3)', 4206, key, 1)
+    slot = one(a, 'SELECT slot FROM acquire_permit($1, $2, $3)', 4206, key, 1)
+    token = one(a, 'SELECT token FROM acquire_permit($1, $2, $3)', 4206, key, 1)
     one(b, 'BEGIN')
-    none = one(b, 'SELECT count(*) FROM try_acquire_fenced_permit($1, $2, $3)', 4206, key, 1)
+    none = one(b, 'SELECT count(*) FROM try_acquire_permit($1, $2, $3)', 4206, key, 1)
     one(b, 'ROLLBACK')
     one(a, 'COMMIT')
     one(b, 'BEGIN')
-    later = one(b, 'SELECT token FROM try_acquire_fenced_permit($1, $2, $3)', 4206, key, 1)
+    later = one(b, 'SELECT token FROM try_acquire_permit($1, $2, $3)', 4206, key, 1)
     one(b, 'COMMIT')
     check(slot == 1 && token.is_a?(Integer) && token.positive?, "slot #{slot.inspect}, token #{token.inspect}")
     check(none == 0, "a second holder of one permit: #{none.inspect} rows")
@@ -148,9 +148,9 @@ PATTERNS = {
   'lease_permit' => lambda do |a, b|
     # A permit as a lease: every call commits on its own, so it works through the pooler.
     key = BASE + 14
-    acquire = 'SELECT token FROM acquire_lease_permit($1, $2, $3, $4, $5)'
+    acquire = 'SELECT token FROM try_acquire_lease_permit($1, $2, $3, $4, $5)'
     token = one(a, acquire, 4206, key, 1, 'a', '30 seconds')
-    none = one(b, 'SELECT count(*) FROM acquire_lease_permit($1, $2, $3, $4, $5)', 4206, key, 1, 'b',
+    none = one(b, 'SELECT count(*) FROM try_acquire_lease_permit($1, $2, $3, $4, $5)', 4206, key, 1, 'b',
                '30 seconds')
     expiry = one(a, 'SELECT renew_lease($1, $2, $3, $4)', 4206, key, token, '30 seconds')
     released = one(a, 'SELECT release_lease($1, $2, $3)', 4206, key, token)
@@ -168,8 +168,8 @@ PATTERNS = {
     key = BASE + 15
     one(a, 'BEGIN')
     one(b, 'BEGIN')
-    first = one(a, 'SELECT acquire_fenced_shared($1, $2)', 4206, key)
-    second = one(b, 'SELECT try_acquire_fenced_shared($1, $2)', 4206, key)
+    first = one(a, 'SELECT acquire_fenced($1, $2, shared => true)', 4206, key)
+    second = one(b, 'SELECT try_acquire_fenced($1, $2, shared => true)', 4206, key)
     one(b, 'ROLLBACK')
     one(b, 'BEGIN')
     busy = one(b, 'SELECT try_acquire_fenced($1, $2)', 4206, key)
@@ -204,13 +204,13 @@ def mixed_transaction(conn, kind, key, row)
       fence = one(conn, 'SELECT current_fence($1, $2)', 4205, key)
       "current_fence of a free key gave #{fence.inspect}" unless fence.nil?
     when 'leader'
-      term = one(conn, 'SELECT become_leader($1, $2, $3)', 4205, key, "owner-#{key}")
+      term = one(conn, 'SELECT try_acquire_fenced_session($1, $2, $3)', 4205, key, "owner-#{key}")
       released = one(conn, 'SELECT release_fenced($1, $2, $3)', 4205, key, "owner-#{key}")
       "become_leader gave #{term.inspect}, release_fenced #{released.inspect}" unless
         term.is_a?(Integer) && term.positive? && released == true
     else
       token = one(conn, 'SELECT acquire_fenced($1, $2)', 4205, key)
-      written = one(conn, 'SELECT fenced_update($1, $2, $3, $4)', 'driver_rows', row, token,
+      written = one(conn, 'SELECT fenced_update_or_false($1, $2, $3, $4)', 'driver_rows', row, token,
                     JSON.generate(v: key.to_s))
       "fenced_update with token #{token.inspect} gave #{written.inspect}" unless written == true
     end

@@ -27,30 +27,30 @@ SELECT try_acquire_fenced_all(1001, '{41,42}');
 ROLLBACK;
 -- Permits and shared locks too, in either scope.
 BEGIN;
-SELECT * FROM acquire_fenced_permit(1001, 42, 4);
+SELECT * FROM acquire_permit(1001, 42, 4);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
 BEGIN;
-SELECT * FROM try_acquire_fenced_permit(1001, 42, 4);
+SELECT * FROM try_acquire_permit(1001, 42, 4);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
-SELECT * FROM acquire_fenced_permit_session(1001, 42, 4);
+SELECT * FROM acquire_permit_session(1001, 42, 4);
 \echo :LAST_ERROR_SQLSTATE
 BEGIN;
-SELECT acquire_fenced_shared(1001, 42);
+SELECT acquire_fenced(1001, 42, shared => true);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
-SELECT try_acquire_fenced_shared_session(1001, 42);
+SELECT try_acquire_fenced_session(1001, 42, shared => true);
 \echo :LAST_ERROR_SQLSTATE
 -- Leases too: 25006 from every lease function, whatever a look would find; the
 -- replicated lease table is readable.
-SELECT acquire_lease(1001, 42, 'standby', '1 minute');
+SELECT try_acquire_lease(1001, 42, 'standby', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 SELECT renew_lease(1001, 42, 1, '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 SELECT release_lease(1001, 42, 1);
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM acquire_lease_permit(1001, 42, 4, 'standby', '1 minute');
+SELECT * FROM try_acquire_lease_permit(1001, 42, 4, 'standby', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS leases FROM fenced_leases;
 -- Nothing was locked on the standby.
@@ -59,7 +59,7 @@ SELECT count(*) AS advisory_locks FROM pg_catalog.pg_locks WHERE locktype = 'adv
 -- This standby runs without fenced_lock preloaded: the fenced_locks view still works (a
 -- built-in advisory lock, which a standby allows, shows up), with NULL token, scope and
 -- acquired_at, no error and no notice.
-SELECT fenced_lock_grants_available() AS preloaded;
+SELECT fenced_lock_internal.fenced_lock_grants_available() AS preloaded;
 SELECT pg_catalog.pg_advisory_lock(9401, 1);
 SELECT ns, id, granted, token, scope, acquired_at FROM fenced_locks;
 SELECT pg_catalog.pg_advisory_unlock(9401, 1);

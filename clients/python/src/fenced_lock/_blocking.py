@@ -200,6 +200,10 @@ def try_acquire_lease(conninfo: str, ns: int, id: int, ttl: Duration, *,
     try:
         sent_at = time.monotonic()
         token = _value(conn, *_core.acquire_lease_args(ns, id, owner, ttl, wait))
+    except LockBusy:
+        # The wait ran out (55P03): busy, as without a wait.
+        conn.close()
+        return None
     except BaseException:
         conn.close()
         raise

@@ -22,21 +22,21 @@ KEY = "%s::int4, %s::int4"
 ACQUIRE = {
     (False, False): f"SELECT acquire_fenced({KEY})",
     (False, True): f"SELECT acquire_fenced({KEY}, %s::interval)",
-    (True, False): f"SELECT acquire_fenced_shared({KEY})",
-    (True, True): f"SELECT acquire_fenced_shared({KEY}, %s::interval)",
+    (True, False): f"SELECT acquire_fenced({KEY}, shared => true)",
+    (True, True): f"SELECT acquire_fenced({KEY}, %s::interval, true)",
 }
 TRY_ACQUIRE = {
     False: f"SELECT try_acquire_fenced({KEY})",
-    True: f"SELECT try_acquire_fenced_shared({KEY})",
+    True: f"SELECT try_acquire_fenced({KEY}, true)",
 }
-ACQUIRE_LEASE = f"SELECT acquire_lease({KEY}, %s::text, %s::interval)"
+ACQUIRE_LEASE = f"SELECT try_acquire_lease({KEY}, %s::text, %s::interval)"
 ACQUIRE_LEASE_WAIT = f"SELECT acquire_lease({KEY}, %s::text, %s::interval, %s::interval)"
 RENEW_LEASE = f"SELECT renew_lease({KEY}, %s::int8, %s::interval)"
 RELEASE_LEASE = f"SELECT release_lease({KEY}, %s::int8)"
 # The text forms: the key is read as the key column's type, whatever the Python value's type.
-FENCED_UPDATE = ("SELECT fenced_update_strict(%s::text, %s::text, %s::int8, %s::jsonb, "
+FENCED_UPDATE = ("SELECT fenced_update(%s::text, %s::text, %s::int8, %s::jsonb, "
                  "%s::text, %s::text)")
-FENCE_CHECK = "SELECT fence_check_strict(%s::text, %s::int8)"
+FENCE_CHECK = "SELECT fence_check(%s::text, %s::int8)"
 
 
 def seconds(duration: Duration) -> float:

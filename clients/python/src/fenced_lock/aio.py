@@ -195,6 +195,10 @@ async def try_acquire_lease(conninfo: str, ns: int, id: int, ttl: Duration, *,
     try:
         sent_at = time.monotonic()
         token = await _value(conn, *_core.acquire_lease_args(ns, id, owner, ttl, wait))
+    except LockBusy:
+        # The wait ran out (55P03): busy, as without a wait.
+        await conn.close()
+        return None
     except BaseException:
         await conn.close()
         raise

@@ -59,7 +59,7 @@ impl Suite {
             .get(0);
         // Untyped, fenced_update's parameters are (text, text, bigint, jsonb): the table by
         // name and the id as text, read as the key column's type.
-        let update = "SELECT fenced_update($1, $2, $3, $4)";
+        let update = "SELECT fenced_update_or_false($1, $2, $3, $4)";
         let id_text = id.to_string();
         let written: bool = tx
             .query_one(update, &[&"driver_rows", &id_text, &token, &changes])
@@ -74,7 +74,7 @@ impl Suite {
         check(written, "fenced_update returned false".into())?;
         check(!stale, "a lower token wrote".into())?;
         let mut tx = self.a.transaction().map_err(|e| e.to_string())?;
-        let strict = "SELECT fenced_update_strict($1, $2, $3, $4)";
+        let strict = "SELECT fenced_update($1, $2, $3, $4)";
         let error = tx
             .query_one(strict, &[&"driver_rows", &id_text, &(token - 1), &changes])
             .err()
@@ -171,10 +171,10 @@ impl Suite {
         tx.commit().map_err(|e| e.to_string())?;
         let resource = format!("drivers/rust-postgres/{}", self.route);
         let mut tx = self.a.transaction().map_err(|e| e.to_string())?;
-        tx.execute("SELECT fence_check_strict($1, $2)", &[&resource, &newer])
+        tx.execute("SELECT fence_check($1, $2)", &[&resource, &newer])
             .map_err(|e| e.to_string())?;
         let error = tx
-            .execute("SELECT fence_check_strict($1, $2)", &[&resource, &older])
+            .execute("SELECT fence_check($1, $2)", &[&resource, &older])
             .err()
             .ok_or("a stale token was accepted")?;
         check(
@@ -195,7 +195,7 @@ impl Suite {
             "SELECT acquire_fenced_named($1, $2)",
             &format!("order:{}", self.base),
         )?;
-        let by_bigint = token("SELECT acquire_fenced_named_bigint($1, $2)", &big)?;
+        let by_bigint = token("SELECT acquire_fenced_named($1, $2::bigint::text)", &big)?;
         let by_text = token("SELECT acquire_fenced_named($1, $2)", &big.to_string())?;
         check(
             by_bigint == by_text,
@@ -241,7 +241,7 @@ impl Suite {
     fn lease(&mut self) -> Outcome {
         // rust-postgres has no interval type: the TTL in seconds.
         let (key, ttl) = (self.base + 7, 30.0f64);
-        let acquire = "SELECT acquire_lease($1, $2, $3, make_interval(secs => $4))";
+        let acquire = "SELECT try_acquire_lease($1, $2, $3, make_interval(secs => $4))";
         let token: Option<i64> = Self::one(&mut self.a, acquire, &[&4203, &key, &"a", &ttl])?;
         let token = token.ok_or("no token for a free key")?;
         let busy: Option<i64> = Self::one(&mut self.b, acquire, &[&4203, &key, &"b", &ttl])?;
@@ -261,7 +261,7 @@ impl Suite {
     fn leader_owner(&mut self) -> Outcome {
         // The second owner never gets the first's term, whichever server connection it is on.
         let key = self.base + 9;
-        let lead = "SELECT become_leader($1, $2, $3)";
+        let lead = "SELECT try_acquire_fenced_session($1, $2, $3)";
         let term: Option<i64> = Self::one(&mut self.a, lead, &[&4203, &key, &"client-a"])?;
         let other: Option<i64> = Self::one(&mut self.b, lead, &[&4203, &key, &"client-b"])?;
         check(term.is_some(), "no term for a free key".into())?;
@@ -284,20 +284,20 @@ impl Suite {
         let mut holder = self.a.transaction().map_err(|e| e.to_string())?;
         let row = holder
             .query_one(
-                "SELECT slot, token FROM acquire_fenced_permit($1, $2, $3)",
+                "SELECT slot, token FROM acquire_permit($1, $2, $3)",
                 &[&4206, &key, &1],
             )
             .map_err(|e| e.to_string())?;
         let (slot, token): (i32, i64) = (row.get(0), row.get(1));
         let none: i64 = Self::one(
             &mut self.b,
-            "SELECT count(*) FROM try_acquire_fenced_permit($1, $2, $3)",
+            "SELECT count(*) FROM try_acquire_permit($1, $2, $3)",
             &[&4206, &key, &1],
         )?;
         holder.commit().map_err(|e| e.to_string())?;
         let later: i64 = Self::one(
             &mut self.b,
-            "SELECT token FROM try_acquire_fenced_permit($1, $2, $3)",
+            "SELECT token FROM try_acquire_permit($1, $2, $3)",
             &[&4206, &key, &1],
         )?;
         check(
@@ -315,9 +315,9 @@ impl Suite {
         // A permit as a lease: every call commits on its own, so it works through the pooler.
         let (key, ttl) = (self.base + 14, 30.0f64);
         let acquire =
-            "SELECT token FROM acquire_lease_permit($1, $2, $3, $4, make_interval(secs => $5))";
+            "SELECT token FROM try_acquire_lease_permit($1, $2, $3, $4, make_interval(secs => $5))";
         let count =
-            "SELECT count(*) FROM acquire_lease_permit($1, $2, $3, $4, make_interval(secs => $5))";
+            "SELECT count(*) FROM try_acquire_lease_permit($1, $2, $3, $4, make_interval(secs => $5))";
         let token: i64 = Self::one(&mut self.a, acquire, &[&4206, &key, &1, &"a", &ttl])?;
         let none: i64 = Self::one(&mut self.b, count, &[&4206, &key, &1, &"b", &ttl])?;
         let renew = "SELECT renew_lease($1, $2, $3, make_interval(secs => $4)) IS NOT NULL";
@@ -343,12 +343,12 @@ impl Suite {
         let key = self.base + 15;
         let mut reader = self.a.transaction().map_err(|e| e.to_string())?;
         let first: i64 = reader
-            .query_one("SELECT acquire_fenced_shared($1, $2)", &[&4206, &key])
+            .query_one("SELECT acquire_fenced($1, $2, shared => true)", &[&4206, &key])
             .map_err(|e| e.to_string())?
             .get(0);
         let second: Option<i64> = Self::one(
             &mut self.b,
-            "SELECT try_acquire_fenced_shared($1, $2)",
+            "SELECT try_acquire_fenced($1, $2, shared => true)",
             &[&4206, &key],
         )?;
         let busy: Option<i64> = Self::one(
@@ -398,9 +398,9 @@ const MIXED_STATEMENTS: [&str; 7] = [
     "SELECT try_acquire_fenced($1, $2)",
     HELD,
     "SELECT current_fence($1, $2)",
-    "SELECT become_leader($1, $2, $3)",
+    "SELECT try_acquire_fenced_session($1, $2, $3)",
     "SELECT release_fenced($1, $2, $3)",
-    "SELECT fenced_update($1, $2, $3, $4)",
+    "SELECT fenced_update_or_false($1, $2, $3, $4)",
 ];
 
 /// A connection of the mixed workload, with its statements prepared up front when `reused`.
