@@ -27,6 +27,16 @@ psql "host=$host user=postgres dbname=$DATABASE" -qX -c "CREATE EXTENSION fenced
     -c "INSERT INTO documents SELECT g, NULL, NULL FROM generate_series(1, 1000) g" >/dev/null ||
     exit 1
 scripts/pg.sh bouncer "$ROOT/pgbouncer" "$SERVER" "$DATABASE" || exit 1
+# The extension in a schema of its own (CREATE EXTENSION ... SCHEMA fenced): the libraries
+# call the functions unqualified, and find them through the connection's search_path.
+psql "host=$host user=postgres dbname=postgres" -qX -c "DROP DATABASE IF EXISTS ${DATABASE}_schema" \
+    -c "CREATE DATABASE ${DATABASE}_schema" >/dev/null || exit 1
+psql "host=$host user=postgres dbname=${DATABASE}_schema" -qX -c "CREATE SCHEMA fenced" \
+    -c "CREATE EXTENSION fenced_lock SCHEMA fenced" \
+    -c "CREATE TABLE documents (id int PRIMARY KEY, body text, fence bigint)" \
+    -c "INSERT INTO documents SELECT g, NULL, NULL FROM generate_series(1, 10) g" >/dev/null ||
+    exit 1
+export CLIENTS_SCHEMA_DSN="host=$host user=postgres dbname=${DATABASE}_schema options='-c search_path=fenced,public'"
 
 export CLIENTS_DSN="host=$host user=postgres dbname=$DATABASE"
 export CLIENTS_POOLED_DSN="host=$(scripts/pg.sh socket "$ROOT/pgbouncer") user=postgres dbname=$DATABASE"

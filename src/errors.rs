@@ -1054,3 +1054,89 @@ macro_rules! raw_error_entry {
     };
 }
 pub(crate) use raw_error_entry;
+
+#[cfg(test)]
+mod tests {
+    use super::FencedError;
+    use crate::types::LockKey;
+    use pgrx::PgSqlErrorCode::*;
+
+    const KEY: LockKey = LockKey { ns: 1, id: 2 };
+
+    fn lease(timeout_ms: i32, lock_timeout: bool, permits: Option<u16>) -> FencedError {
+        FencedError::LeaseNotAcquired {
+            key: KEY,
+            timeout_ms,
+            lock_timeout,
+            holder: Some("worker-b".into()),
+            permits,
+        }
+    }
+
+    // Every wait that runs out is 55P03, and says which bound ended it.
+    #[test]
+    fn waits_that_run_out_are_55p03_naming_their_bound() {
+        let cases = [
+            (
+                lease(0, false, None),
+                "could not acquire lease (1, 2) without waiting",
+            ),
+            (
+                lease(50, false, None),
+                "could not acquire lease (1, 2) within 50 ms",
+            ),
+            (
+                lease(50, true, None),
+                "could not acquire lease (1, 2) within lock_timeout (50 ms)",
+            ),
+            (
+                lease(30, false, Some(3)),
+                "could not acquire a permit of lease semaphore (1, 2) (3 permits) within 30 ms",
+            ),
+            (
+                FencedError::PermitNotAcquired {
+                    key: KEY,
+                    permits: 2,
+                    timeout_ms: 0,
+                    lock_timeout: false,
+                },
+                "no permit of fenced semaphore (1, 2) (2 permits) is free without waiting",
+            ),
+            (
+                FencedError::PermitNotAcquired {
+                    key: KEY,
+                    permits: 2,
+                    timeout_ms: 20,
+                    lock_timeout: true,
+                },
+                "no permit of fenced semaphore (1, 2) (2 permits) came free within \
+                 lock_timeout (20 ms)",
+            ),
+        ];
+        for (error, message) in cases {
+            assert_eq!(error.code(), ERRCODE_LOCK_NOT_AVAILABLE);
+            assert_eq!(error.message(), message);
+            assert!(error
+                .hint()
+                .is_some_and(|hint| hint.contains("try_acquire_")));
+        }
+        // The holder is named for a lease, not for a semaphore's permit (one of many).
+        assert_eq!(
+            lease(50, false, None).detail().as_deref(),
+            Some("The lease is held by owner \"worker-b\".")
+        );
+        assert!(lease(50, false, Some(3)).detail().is_none());
+    }
+
+    #[test]
+    fn a_definition_older_than_the_library_asks_for_the_update() {
+        let error = FencedError::DefinitionOutdated {
+            function: "acquire_fenced(integer,integer,interval)".into(),
+        };
+        assert_eq!(error.code(), ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE);
+        assert!(error
+            .hint()
+            .unwrap()
+            .contains("ALTER EXTENSION fenced_lock UPDATE"));
+    }
+}

@@ -23,15 +23,15 @@
 //! - `tokens`: drawing a token (from a block, or from the sequence), durable and replicated;
 //!   the skip on a new timeline; moving the sequence past a resource's highest token.
 //! - `namespaces`: the registry and `fenced_key`.
-//! - `locking`: the lock manager, the key forms of every key-taking function, and the
-//!   transaction-scoped functions (exclusive and shared).
+//! - `locking`: the lock manager, the key forms of every key-taking function (`key_forms!`:
+//!   `F` and `F_named`, the Rust names the SQL names), and the transaction-scoped functions.
 //! - `permits`: fenced counting semaphores (a slot and a token per holder), waits in line.
 //! - `key_sets`: many keys in one call (`acquire_fenced_all`), in ascending order, one token.
-//! - `session`: the session-scoped functions, with owners, and leader election.
+//! - `session`: the session-scoped functions, with owners: leader election.
 //! - `leases`: table-backed leases (owner, TTL on the database clock) for pooled clients: the
-//!   functions and their rules (`mod.rs`), the wake-ups of waiting acquires (`wakeups.rs`),
-//!   and the table's direct reads, writes and sweep with the invariants they keep
-//!   (`storage.rs`).
+//!   functions, their rules and their waits (`leases/mod.rs`; the wake-ups are `wakeups`), and
+//!   the table's direct reads, writes and sweep with the invariants they keep
+//!   (`leases/storage.rs`).
 //! - `inspection`: the rows of `fenced_locks`, and `force_release`.
 //! - `resource`: where tokens are checked: `fenced_update`, `enforce_fence`, the ledger.
 //! - `released`: the C symbols of earlier releases' SQL that 1.0 dropped, each raising 55000

@@ -1,8 +1,10 @@
 //! Fenced locks: the advisory lock on (ns, id), taken through the lock manager exactly as
 //! `pg_advisory_xact_lock(ns, id)` (or, at session scope, `pg_advisory_lock(ns, id)`) takes
 //! it, plus a token drawn after the grant, so that every later grant of any key draws a
-//! larger one. This module holds the transaction-scoped SQL functions; `leases` the
-//! session-scoped ones.
+//! larger one. This module holds the lock manager calls, the key forms every key-taking SQL
+//! function is declared with (`key_forms!`), and the transaction-scoped SQL functions;
+//! `session` has the session-scoped ones, `permits` the semaphores, `key_sets` many keys in
+//! one call.
 
 use crate::errors::{outside_transaction_block, refuse_in_parallel_mode, FencedError, OrRaise};
 use crate::grants;
@@ -674,4 +676,30 @@ fn advance_fencing_tokens(fcinfo: pg_sys::FunctionCallInfo, past: Option<i64>) -
     let position = tokens::advance_past(fcinfo, past);
     stats::tokens_advanced();
     position
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Wait;
+    use pgrx::datum::Interval;
+
+    fn millis(timeout: Interval) -> (i32, i32) {
+        match Wait::from_timeout(timeout) {
+            Wait::AtMost { millis, of } => (millis, of),
+            _ => panic!("a timeout is a bounded wait"),
+        }
+    }
+
+    // A positive timeout never becomes "do not wait": it rounds up to a whole millisecond.
+    #[test]
+    fn timeouts_round_up_to_milliseconds() {
+        assert_eq!(millis(Interval::from_micros(0)), (0, 0));
+        assert_eq!(millis(Interval::from_micros(1)), (1, 1));
+        assert_eq!(millis(Interval::from_micros(250_000)), (250, 250));
+        assert_eq!(millis(Interval::from_micros(250_001)), (251, 251));
+        assert_eq!(
+            millis(Interval::from_days(24)),
+            (2_073_600_000, 2_073_600_000)
+        );
+    }
 }

@@ -150,3 +150,18 @@ fn register_namespace(
     .map_err(|error: pgrx::spi::Error| ("register_namespace", error))
     .or_raise()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::fnv1a_32;
+
+    // The values the README and docs/api.md give: a named key must hash the same on every
+    // platform and release.
+    #[test]
+    fn fnv1a_32_is_the_published_hash() {
+        assert_eq!(fnv1a_32(b""), 0x811c_9dc5_u32 as i32);
+        assert_eq!(fnv1a_32(b"a"), -468_965_076);
+        assert_eq!(fnv1a_32(b"foobar"), -1_080_231_576);
+        assert_eq!(fnv1a_32("é".as_bytes()), fnv1a_32(&[0xc3, 0xa9]));
+    }
+}

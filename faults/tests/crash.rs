@@ -50,7 +50,10 @@ fn storms_across_faults(
             // A crash restart re-creates shared memory: no grant of a dead backend is left.
             let stale: i64 = server
                 .connect(DATABASE)
-                .query_one("SELECT count(*) FROM fenced_lock_internal.fenced_lock_grants()", &[])
+                .query_one(
+                    "SELECT count(*) FROM fenced_lock_internal.fenced_lock_grants()",
+                    &[],
+                )
                 .unwrap()
                 .get(0);
             assert_eq!(stale, 0, "grants survived the restart");

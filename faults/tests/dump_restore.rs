@@ -26,7 +26,10 @@ fn restored_database_continues_above_every_earlier_token() {
 
     let highest: i64 = *before.iter().max().unwrap();
     let recorded: bool = client
-        .query_one("SELECT fence_check_or_false('external-resource', $1)", &[&highest])
+        .query_one(
+            "SELECT fence_check_or_false('external-resource', $1)",
+            &[&highest],
+        )
         .unwrap()
         .get(0);
     assert!(recorded);

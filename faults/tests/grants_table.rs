@@ -133,7 +133,12 @@ fn readers_see_whole_grants_while_backends_publish_and_withdraw() {
             "SELECT count(acquire_fenced_session(7701, g)) FROM generate_series(1, $1::int) g",
             &[&(SLOTS as i32)],
         )
-        .and_then(|_| client.query_one("SELECT count(*) FROM fenced_lock_internal.fenced_lock_grants()", &[]))
+        .and_then(|_| {
+            client.query_one(
+                "SELECT count(*) FROM fenced_lock_internal.fenced_lock_grants()",
+                &[],
+            )
+        })
         .unwrap()
         .get(0);
     assert_eq!(published, SLOTS, "slots were left claimed after the load");

@@ -134,7 +134,10 @@ fn a_lease_taken_after_the_snapshot_is_a_serialization_failure() {
                 .batch_execute(&format!("BEGIN ISOLATION LEVEL {level}; SELECT 1"))
                 .unwrap();
             let taken: Option<i64> = taker
-                .query_one("SELECT try_acquire_lease(7801, $1, 'taker', '1 hour')", &[&id])
+                .query_one(
+                    "SELECT try_acquire_lease(7801, $1, 'taker', '1 hour')",
+                    &[&id],
+                )
                 .unwrap()
                 .get(0);
             assert!(taken.is_some(), "{case}: the taker did not get the lease");

@@ -89,7 +89,10 @@ fn in_line(admin: &mut Client, ns: i32) -> (i64, Option<i32>) {
 /// The lease of (ns, 1) for `owner`, without waiting: its token, or None.
 fn try_lease(client: &mut Client, ns: i32, owner: &str) -> Option<i64> {
     client
-        .query_one("SELECT try_acquire_lease($1, 1, $2, '1 min')", &[&ns, &owner])
+        .query_one(
+            "SELECT try_acquire_lease($1, 1, $2, '1 min')",
+            &[&ns, &owner],
+        )
         .unwrap()
         .get(0)
 }

@@ -102,10 +102,7 @@ fn hold(server: &Server, (ns, id, permits): (i32, i32, i32)) -> (Client, i32, i6
 
 fn release(holder: &mut Client, (ns, id): (i32, i32), slot: i32) {
     let released: bool = holder
-        .query_one(
-            "SELECT release_permit($1, $2, $3)",
-            &[&ns, &id, &slot],
-        )
+        .query_one("SELECT release_permit($1, $2, $3)", &[&ns, &id, &slot])
         .unwrap()
         .get(0);
     assert!(released, "slot {slot} of ({ns}, {id}) released");

@@ -7,7 +7,7 @@
 #
 # Then the mixed workload, through PgBouncer (pool of 4 server connections): per driver, two
 # processes at once, each with 6 connections running 150 transactions of five kinds picked at
-# random (acquire_fenced, try_acquire_fenced, current_fence, become_leader + release_fenced,
+# random (acquire_fenced, try_acquire_fenced, current_fence, try_acquire_fenced_session + release_fenced,
 # acquire_fenced + fenced_update) on keys nobody else uses. Every answer is checked against
 # what was asked: a token must be the one fenced_locks shows for this server connection, a
 # free key has no fence, a write with a fresh token succeeds. With the README's settings no

@@ -21,7 +21,7 @@ SELECT acquire_fenced_session(7201, 1, owner => 'client-a') = :term_a AS owner_w
 SELECT acquire_fenced_session(7201, 1, '0', 'client-a') = :term_a AS owner_timeout_form_same;
 SELECT try_acquire_fenced_session(7201, 1, 'client-a') = :term_a AS owner_try_form_same;
 
--- fenced_locks and current_leader show the owner (this server preloads fenced_lock).
+-- fenced_locks shows the owner (this server preloads fenced_lock).
 SELECT ns, id, scope, owner, token = :term_a AS token FROM fenced_locks WHERE ns = 7201;
 SELECT owner, term = :term_a AS term FROM (SELECT pid, application_name, client_addr, token AS term, acquired_at AS since, owner FROM fenced_locks WHERE ns = 7201 AND id = 1 AND granted AND mode = 'exclusive') AS leader;
 

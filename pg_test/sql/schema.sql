@@ -55,6 +55,7 @@ BEGIN;
 SELECT acquire_fenced(1001, 46);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
+DROP TABLE public.accounts;
 DROP EXTENSION fenced_lock;
 SELECT count(*) AS left_behind FROM pg_catalog.pg_namespace WHERE nspname = 'fenced_lock_internal';
 \c :regress_database

@@ -64,7 +64,7 @@ SELECT release_all_fenced() AS released_none;
 SELECT count(*) AS advisory_locks_left FROM pg_catalog.pg_locks
  WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid();
 
--- current_leader: this session, with its application_name; no row when nobody leads.
+-- The leader's row of fenced_locks: this session, with its application_name; no row when nobody leads.
 SET application_name = 'fenced_leader_test';
 SELECT try_acquire_fenced_session(7002, 1) AS term \gset
 SELECT current_fence(7002, 1) = :term AS polled_with_current_fence,

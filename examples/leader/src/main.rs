@@ -1,9 +1,9 @@
 //! A leader-election loop on fenced_lock, in two modes.
 //!
 //! Session lock (default): each instance keeps one dedicated connection (never a
-//! transaction-mode pooler: the lock is that connection's). It tries `become_leader` for its
-//! owner; the leader does its work through `fenced_update` with its term as the fencing token
-//! and checks `current_fence` before each step; it steps down as soon as either says it lost
+//! transaction-mode pooler: the lock is that connection's). It tries
+//! `try_acquire_fenced_session` for its owner; the leader does its work through
+//! `fenced_update_or_false` with its term as the fencing token and checks `current_fence` before each step; it steps down as soon as either says it lost
 //! the lock. A leader whose connection is cut behaves like a paused process: after
 //! `--pause-ms` it wakes up and tries one more write with its old term, which a newer leader's
 //! writes have fenced off.

@@ -281,7 +281,7 @@ func mixedTransaction(conn *pgx.Conn, kind string, key, row int32) (problem stri
 		term := must(conn, "SELECT try_acquire_fenced_session($1, $2, $3)", 4205, key, owner)
 		released := must(conn, "SELECT release_fenced($1, $2, $3)", 4205, key, owner)
 		if !positive(term) || released != true {
-			problem = fmt.Sprintf("become_leader gave %#v, release_fenced %#v", term, released)
+			problem = fmt.Sprintf("try_acquire_fenced_session gave %#v, release_fenced %#v", term, released)
 		}
 	default:
 		token := must(conn, "SELECT acquire_fenced($1, $2)", 4205, key)

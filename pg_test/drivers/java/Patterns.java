@@ -376,7 +376,7 @@ public final class Patterns {
                 Object term = one(conn, "SELECT try_acquire_fenced_session(?, ?, ?)", 4205, key, "owner-" + key);
                 Object released = one(conn, "SELECT release_fenced(?, ?, ?)", 4205, key, "owner-" + key);
                 if (!positive(term) || !Boolean.TRUE.equals(released))
-                    problem = "become_leader gave " + term + ", release_fenced " + released;
+                    problem = "try_acquire_fenced_session gave " + term + ", release_fenced " + released;
                 break;
             }
             default: {

@@ -243,7 +243,7 @@ async function mixedTransaction(client, kind, key, row) {
     const term = await one(client, 'SELECT try_acquire_fenced_session($1, $2, $3)', 4205, key, `owner-${key}`);
     const released = await one(client, 'SELECT release_fenced($1, $2, $3)', 4205, key, `owner-${key}`);
     if (!(typeof term === 'bigint' && term > 0n && released === true)) {
-      problem = `become_leader gave ${term}, release_fenced ${released}`;
+      problem = `try_acquire_fenced_session gave ${term}, release_fenced ${released}`;
     }
   } else {
     const token = await one(client, 'SELECT acquire_fenced($1, $2)', 4205, key);

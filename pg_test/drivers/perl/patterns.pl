@@ -227,7 +227,7 @@ sub mixed_transaction {
     } elsif ($kind eq 'leader') {
         my $term = one($dbh, 'SELECT try_acquire_fenced_session($1, $2, $3)', 4205, $key, "owner-$key");
         my $released = one($dbh, 'SELECT release_fenced($1, $2, $3)', 4205, $key, "owner-$key");
-        $problem = 'become_leader gave ' . show($term) . ', release_fenced ' . show($released)
+        $problem = 'try_acquire_fenced_session gave ' . show($term) . ', release_fenced ' . show($released)
             unless defined $term && $term =~ /^\d+$/ && defined $released && $released eq '1';
     } else {
         my $token = one($dbh, 'SELECT acquire_fenced($1, $2)', 4205, $key);

@@ -251,7 +251,7 @@ function mixed_transaction(Conn $conn, string $kind, int $key, int $row): ?strin
         $term = $conn->one('SELECT try_acquire_fenced_session($1, $2, $3)', 4205, $key, "owner-$key");
         $released = $conn->one('SELECT release_fenced($1, $2, $3)', 4205, $key, "owner-$key");
         if (!(is_numeric($term) && $term > 0 && $released !== null && $conn->bool($released)))
-            $problem = 'become_leader gave ' . show($term) . ', release_fenced ' . show($released);
+            $problem = 'try_acquire_fenced_session gave ' . show($term) . ', release_fenced ' . show($released);
     } else {
         $token = $conn->one('SELECT acquire_fenced($1, $2)', 4205, $key);
         $written = $conn->one('SELECT fenced_update_or_false($1, $2, $3, $4)', 'driver_rows', $row, $token,

@@ -63,7 +63,7 @@ def transaction(conn, kind, key, row):
         term = conn.one("SELECT try_acquire_fenced_session($1, $2, $3)", NAMESPACE, key, owner)
         released = conn.one("SELECT release_fenced($1, $2, $3)", NAMESPACE, key, owner)
         problem = None if isinstance(term, int) and term > 0 and released is True else \
-            f"become_leader gave {term!r}, release_fenced {released!r}"
+            f"try_acquire_fenced_session gave {term!r}, release_fenced {released!r}"
     else:
         token = conn.one("SELECT acquire_fenced($1, $2)", NAMESPACE, key)
         written = conn.one("SELECT fenced_update_or_false($1, $2, $3, $4)", "driver_rows",

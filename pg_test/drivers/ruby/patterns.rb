@@ -206,7 +206,7 @@ def mixed_transaction(conn, kind, key, row)
     when 'leader'
       term = one(conn, 'SELECT try_acquire_fenced_session($1, $2, $3)', 4205, key, "owner-#{key}")
       released = one(conn, 'SELECT release_fenced($1, $2, $3)', 4205, key, "owner-#{key}")
-      "become_leader gave #{term.inspect}, release_fenced #{released.inspect}" unless
+      "try_acquire_fenced_session gave #{term.inspect}, release_fenced #{released.inspect}" unless
         term.is_a?(Integer) && term.positive? && released == true
     else
       token = one(conn, 'SELECT acquire_fenced($1, $2)', 4205, key)

@@ -343,7 +343,10 @@ impl Suite {
         let key = self.base + 15;
         let mut reader = self.a.transaction().map_err(|e| e.to_string())?;
         let first: i64 = reader
-            .query_one("SELECT acquire_fenced($1, $2, shared => true)", &[&4206, &key])
+            .query_one(
+                "SELECT acquire_fenced($1, $2, shared => true)",
+                &[&4206, &key],
+            )
             .map_err(|e| e.to_string())?
             .get(0);
         let second: Option<i64> = Self::one(
@@ -452,8 +455,9 @@ impl MixedClient {
                 let owner = format!("owner-{key}");
                 let term: Option<i64> = one(4, &[&4205, &key, &owner])?.get(0);
                 let released: bool = one(5, &[&4205, &key, &owner])?.get(0);
-                (term.is_none() || !released)
-                    .then(|| format!("become_leader gave {term:?}, release_fenced {released}"))
+                (term.is_none() || !released).then(|| {
+                    format!("try_acquire_fenced_session gave {term:?}, release_fenced {released}")
+                })
             }
             _ => {
                 let token: i64 = one(0, &[&4205, &key])?.get(0);
