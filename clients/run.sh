@@ -84,7 +84,7 @@ node_suite() {
     # The server restart last, on its own: it ends every session.
     cd "$app" && export CLIENTS_SCRIPTS=$OLDPWD/scripts &&
         node --test --test-concurrency=1 --test-reporter=tap test/conformance.test.mjs \
-            test/errors.test.mjs test/types.test.mjs test/faults.test.mjs
+            test/errors.test.mjs test/types.test.mjs test/faults.test.mjs test/schema.test.mjs
     node --test --test-reporter=tap test/restart.test.mjs
 }
 

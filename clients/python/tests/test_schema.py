@@ -12,7 +12,7 @@ SCHEMA_DSN = os.environ["CLIENTS_SCHEMA_DSN"]
 
 
 def test_the_library_finds_the_extension_through_search_path():
-    with psycopg.connect(SCHEMA_DSN) as conn:
+    with psycopg.connect(SCHEMA_DSN, autocommit=True) as conn:
         assert conn.execute("SELECT extnamespace::regnamespace::text FROM pg_extension "
                             "WHERE extname = 'fenced_lock'").fetchone()[0] == "fenced"
         with conn.transaction():
