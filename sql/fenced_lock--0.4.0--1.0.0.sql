@@ -278,6 +278,19 @@ ALTER FUNCTION fenced_lease_available_at(timestamptz, interval) SET SCHEMA fence
 ALTER FUNCTION fenced_lock_grants() SET SCHEMA fenced_lock_internal;
 ALTER FUNCTION fenced_lock_grants_available() SET SCHEMA fenced_lock_internal;
 
+-- The counter views' columns, from the one list of counters (src/stats/mod.rs): 0.4.0's views
+-- read the same columns, and stay.
+CREATE  FUNCTION fenced_lock_internal."fenced_lock_columns"(
+	"view" TEXT /* & str */
+) RETURNS TEXT /* String */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'fenced_lock_columns_wrapper';
+COMMENT ON FUNCTION fenced_lock_internal.fenced_lock_columns(text) IS
+    'fenced_lock: the counter columns of fenced_lock_stats or fenced_lock_refusals, as the '
+    'view''s select list: the scripts build the views from it.';
+REVOKE EXECUTE ON FUNCTION fenced_lock_internal.fenced_lock_columns(text) FROM PUBLIC;
+
 CREATE  FUNCTION "acquire_fenced"(
 	"ns" INT, /* Option < i32 > */
 	"id" INT, /* Option < i32 > */
@@ -1006,11 +1019,15 @@ BEGIN
     INSERT INTO pg_catalog.pg_init_privs (objoid, classoid, objsubid, privtype, initprivs)
     SELECT p.oid, 'pg_catalog.pg_proc'::pg_catalog.regclass, 0, 'e',
            ARRAY[pg_catalog.makeaclitem(p.proowner, p.proowner, 'EXECUTE', false)]
-      FROM (VALUES ('fence_check(text, bigint)'), ('fence_check_or_false(text, bigint)'),
-                   ('advance_fencing_tokens(bigint)'), ('fenced_lock_stats_reset()'),
-                   ('fenced_lock_kept_token_floor()'), ('fenced_lock_keep_token_floor()')
+      FROM (VALUES ('@extschema@.fence_check(text, bigint)'),
+                   ('@extschema@.fence_check_or_false(text, bigint)'),
+                   ('@extschema@.advance_fencing_tokens(bigint)'),
+                   ('@extschema@.fenced_lock_stats_reset()'),
+                   ('@extschema@.fenced_lock_kept_token_floor()'),
+                   ('@extschema@.fenced_lock_keep_token_floor()'),
+                   ('fenced_lock_internal.fenced_lock_columns(text)')
            ) AS f(signature)
       JOIN pg_catalog.pg_proc p
-        ON p.oid OPERATOR(pg_catalog.=) ('@extschema@.' || f.signature)::pg_catalog.regprocedure;
+        ON p.oid OPERATOR(pg_catalog.=) f.signature::pg_catalog.regprocedure;
 END
 $initial_privileges$;

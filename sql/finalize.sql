@@ -285,34 +285,16 @@ $comment_named_forms$;
 -- skips and advances, and one "other" row (database NULL) for namespaces counted after
 -- fenced_lock.stats_max_namespaces rows. Every role sees its own database's rows; roles with
 -- pg_read_all_stats, and the extension's owner, see every database's.
-CREATE VIEW fenced_lock_stats AS
+-- The counter columns come from the one list of them (src/stats/mod.rs, counters!).
+DO $fenced_lock_stats$
+BEGIN
+    EXECUTE pg_catalog.format($view$
+CREATE VIEW @extschema@.fenced_lock_stats AS
 SELECT s.dbid,
        d.datname AS database,
        s.ns,
        n.name AS namespace,
-       s.counters[1] AS acquired_immediately,
-       s.counters[2] AS acquired_after_wait,
-       s.counters[3] / 1000.0::float8 AS wait_time,
-       s.counters[4] / 1000.0::float8 AS max_wait_time,
-       s.counters[5] AS busy,
-       s.counters[6] AS lock_timeouts,
-       s.counters[7] AS timeouts,
-       s.counters[8] AS deadlocks,
-       s.counters[9] AS tokens_issued,
-       s.counters[10] AS session_grants,
-       s.counters[11] AS leader_terms,
-       s.counters[12] AS leases_acquired,
-       s.counters[13] AS leases_renewed,
-       s.counters[14] AS leases_released,
-       s.counters[15] AS leases_taken_over,
-       s.counters[16] AS leases_delayed,
-       s.counters[17] AS force_released,
-       s.counters[18] AS failover_skips,
-       NULLIF(s.counters[19], 0) AS last_failover_skip_timeline,
-       s.times[1] AS last_failover_skip_at,
-       s.counters[21] AS token_advances,
-       NULLIF(s.counters[22], 0) AS last_token_advance_timeline,
-       s.times[2] AS last_token_advance_at,
+       %s,
        s.stats_reset
   FROM fenced_lock_internal.fenced_lock_stats_rows() s
   LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid
@@ -320,7 +302,10 @@ SELECT s.dbid,
   LEFT JOIN @extschema@.fenced_namespaces n
     ON n.ns = s.ns
    AND s.dbid = (SELECT oid FROM pg_catalog.pg_database
-                  WHERE datname = pg_catalog.current_database());
+                  WHERE datname = pg_catalog.current_database())$view$,
+        fenced_lock_internal.fenced_lock_columns('fenced_lock_stats'));
+END
+$fenced_lock_stats$;
 
 GRANT SELECT ON fenced_lock_stats TO PUBLIC;
 
@@ -334,19 +319,16 @@ COMMENT ON VIEW fenced_lock_stats IS
 -- table and check (the ledger's checks count at fence_ledger), and one "other" row (database
 -- NULL) for tables counted after fenced_lock.stats_max_tables rows. Visible as fenced_lock_stats
 -- is.
-CREATE VIEW fenced_lock_refusals AS
+DO $fenced_lock_refusals$
+BEGIN
+    EXECUTE pg_catalog.format($view$
+CREATE VIEW @extschema@.fenced_lock_refusals AS
 SELECT s.dbid,
        d.datname AS database,
        s.relid,
        c.oid::pg_catalog.regclass AS relation,
        s.check_name AS checked_by,
-       s.counters[1] AS refused,
-       NULLIF(s.counters[2], 0) AS last_refused_token,
-       s.times[1] AS last_refused_at,
-       s.counters[4] AS accepted,
-       NULLIF(s.counters[5], 0) AS last_accepted_token,
-       NULLIF(s.counters[6], 0) AS highest_accepted_token,
-       s.times[2] AS last_accepted_at,
+       %s,
        s.stats_reset
   FROM fenced_lock_internal.fenced_lock_refusal_rows() s
   LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid
@@ -354,7 +336,10 @@ SELECT s.dbid,
   LEFT JOIN pg_catalog.pg_class c
     ON c.oid = s.relid
    AND s.dbid = (SELECT oid FROM pg_catalog.pg_database
-                  WHERE datname = pg_catalog.current_database());
+                  WHERE datname = pg_catalog.current_database())$view$,
+        fenced_lock_internal.fenced_lock_columns('fenced_lock_refusals'));
+END
+$fenced_lock_refusals$;
 
 GRANT SELECT ON fenced_lock_refusals TO PUBLIC;
 
@@ -363,6 +348,11 @@ COMMENT ON VIEW fenced_lock_refusals IS
     'preloading): stale tokens refused, the last one and when; tokens accepted, the last, the '
     'highest, and when.';
 
+COMMENT ON FUNCTION fenced_lock_internal.fenced_lock_columns(text) IS
+    'fenced_lock: the counter columns of fenced_lock_stats or fenced_lock_refusals, as the '
+    'view''s select list: the scripts build the views from it.';
+-- Only the scripts need it.
+REVOKE EXECUTE ON FUNCTION fenced_lock_internal.fenced_lock_columns(text) FROM PUBLIC;
 COMMENT ON FUNCTION fenced_lock_internal.fenced_lock_stats_rows() IS
     'fenced_lock: the rows of fenced_lock_stats (counters in the view''s order).';
 COMMENT ON FUNCTION fenced_lock_internal.fenced_lock_refusal_rows() IS

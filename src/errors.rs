@@ -1,5 +1,5 @@
-//! Every failure fenced_lock reports, and the one mapping from each to its SQLSTATE,
-//! message, DETAIL and HINT. The README's error table mirrors this file.
+//! Every failure fenced_lock reports, and for each, in one place (`FencedError::report`), its
+//! SQLSTATE, message, DETAIL and HINT. The README's error table mirrors this file.
 
 use crate::types::{LockKey, Lockable, Mode, NullArgument, Scope};
 use pgrx::pg_sys;
@@ -42,7 +42,6 @@ pub enum FencedError {
         key: LockKey,
         held: Mode,
     },
-    /// No permit of the key came free before lock_timeout ended an unbounded wait.
     /// A function called through the SQL definition of a release before 1.0.0, whose C symbol
     /// 1.0 keeps only so that the definition can exist (src/released.rs).
     DefinitionOutdated {
@@ -58,6 +57,7 @@ pub enum FencedError {
         /// A lease semaphore's permits (None: the key's lease).
         permits: Option<u16>,
     },
+    /// No permit of the key came free before the wait's bound (its timeout, or lock_timeout).
     PermitNotAcquired {
         key: LockKey,
         permits: i32,
@@ -104,6 +104,8 @@ pub enum FencedError {
     FenceColumnNotBigint {
         table: String,
         column: String,
+        /// The column as an identifier in SQL (`quote_identifier`), for the HINT's statement.
+        quoted_column: String,
         type_name: String,
     },
     NotATable {
@@ -231,129 +233,197 @@ impl<T, E: Into<FencedError>> OrRaise<T> for Result<T, E> {
     }
 }
 
-impl FencedError {
-    fn code(&self) -> PgSqlErrorCode {
-        use PgSqlErrorCode::*;
-        match self {
-            FencedError::NullArgument { .. } | FencedError::NullKey { .. } => {
-                ERRCODE_NULL_VALUE_NOT_ALLOWED
-            }
-            FencedError::EmptyKeySet { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
-            FencedError::TooManyKeys { .. } => ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            FencedError::NegativeTimeout
-            | FencedError::TimeoutTooLong
-            | FencedError::InvalidArgument { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
-            FencedError::HotStandby => ERRCODE_READ_ONLY_SQL_TRANSACTION,
-            FencedError::LockNotAcquired { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
-            FencedError::ExtensionObjectMissing { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            FencedError::NotPreloaded { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            FencedError::TokenNotReplicated => ERRCODE_QUERY_CANCELED,
-            FencedError::TokensExhausted { .. } => ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
-            FencedError::ScopeConflict { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            FencedError::ModeConflict { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            FencedError::PermitNotAcquired { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
-            FencedError::LeaseNotAcquired { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
-            FencedError::DefinitionOutdated { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            FencedError::HeldForAnotherOwner { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            FencedError::PermitDeadlock { .. } => ERRCODE_T_R_DEADLOCK_DETECTED,
-            FencedError::PermitSelfWait { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            FencedError::UndefinedColumn { .. } => ERRCODE_UNDEFINED_COLUMN,
-            FencedError::FenceColumnNotBigint { .. } => ERRCODE_DATATYPE_MISMATCH,
-            FencedError::NotATable { .. } => ERRCODE_WRONG_OBJECT_TYPE,
-            FencedError::NoSuchRow { .. } => ERRCODE_NO_DATA_FOUND,
-            FencedError::UndefinedTable { .. } => ERRCODE_UNDEFINED_TABLE,
-            FencedError::RowNotUpdatable { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
-            FencedError::RowSkippedByTrigger { .. } => ERRCODE_TRIGGERED_ACTION_EXCEPTION,
-            FencedError::ParallelMode { .. } => ERRCODE_INVALID_TRANSACTION_STATE,
-            FencedError::ValueTooLong { .. } => ERRCODE_STRING_DATA_RIGHT_TRUNCATION,
-            FencedError::UnloggedTokenSequence => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            FencedError::LeaseTableAltered { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            FencedError::LeaseChangedAfterSnapshot { .. } => ERRCODE_T_R_SERIALIZATION_FAILURE,
-            FencedError::LeaseRowBusy { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
-            FencedError::ReadOnlyLease { .. } => ERRCODE_READ_ONLY_SQL_TRANSACTION,
-            FencedError::Internal { .. } => ERRCODE_INTERNAL_ERROR,
-            FencedError::TriggerMisuse { .. } => ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
-            FencedError::UnknownNamespace { .. } => ERRCODE_UNDEFINED_OBJECT,
-            FencedError::NamespaceTaken { .. } => ERRCODE_UNIQUE_VIOLATION,
-            FencedError::ForceReleaseOwnLock { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+/// An error as PostgreSQL reports it: its SQLSTATE, message, DETAIL and HINT, written together
+/// for each error in `FencedError::report`.
+struct Report {
+    code: PgSqlErrorCode,
+    message: String,
+    detail: Option<String>,
+    hint: Option<String>,
+}
+
+impl Report {
+    fn new(code: PgSqlErrorCode, message: impl Into<String>) -> Report {
+        Report {
+            code,
+            message: message.into(),
+            detail: None,
+            hint: None,
         }
     }
 
-    fn message(&self) -> String {
+    fn detail(self, detail: impl Into<String>) -> Report {
+        Report {
+            detail: Some(detail.into()),
+            ..self
+        }
+    }
+
+    fn hint(self, hint: impl Into<String>) -> Report {
+        Report {
+            hint: Some(hint.into()),
+            ..self
+        }
+    }
+
+    fn hint_if(self, hint: Option<&str>) -> Report {
+        match hint {
+            Some(hint) => self.hint(hint),
+            None => self,
+        }
+    }
+}
+
+impl FencedError {
+    /// The one definition of each error: SQLSTATE, message, DETAIL and HINT.
+    fn report(&self) -> Report {
+        use PgSqlErrorCode::*;
         match self {
-            FencedError::NullArgument { function, argument } => {
-                format!("{function}: argument \"{argument}\" must not be NULL")
+            FencedError::NullArgument { function, argument } => Report::new(
+                ERRCODE_NULL_VALUE_NOT_ALLOWED,
+                format!("{function}: argument \"{argument}\" must not be NULL"),
+            )
+            .detail("Only a timeout or an owner may be NULL (the default: no limit, no owner)."),
+            FencedError::NullKey { function, argument } => Report::new(
+                ERRCODE_NULL_VALUE_NOT_ALLOWED,
+                format!("{function}: \"{argument}\" must not contain NULL"),
+            ),
+            FencedError::EmptyKeySet { function, argument } => Report::new(
+                ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("{function}: \"{argument}\" must name at least one key"),
+            ),
+            FencedError::TooManyKeys {
+                function,
+                argument,
+                limit,
+            } => Report::new(
+                ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                format!("{function}: \"{argument}\" may name at most {limit} keys"),
+            )
+            .hint(
+                "Each key is a lock in the lock table (max_locks_per_transaction): lock a \
+                 coarser key that stands for the set instead.",
+            ),
+            FencedError::NegativeTimeout => Report::new(
+                ERRCODE_INVALID_PARAMETER_VALUE,
+                "timeout must not be negative",
+            )
+            .hint("Pass '0' to try once without waiting."),
+            FencedError::TimeoutTooLong => Report::new(
+                ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("timeout must be at most {} ms", i32::MAX),
+            )
+            .hint("Use acquire_fenced(ns, id) without a timeout to wait without limit."),
+            FencedError::InvalidArgument { message, hint } => {
+                Report::new(ERRCODE_INVALID_PARAMETER_VALUE, message.clone()).hint_if(*hint)
             }
-            FencedError::NegativeTimeout => "timeout must not be negative".into(),
-            FencedError::TimeoutTooLong => {
-                format!("timeout must be at most {} ms", i32::MAX)
-            }
-            FencedError::HotStandby => "fenced locks cannot be acquired on a hot standby".into(),
+            FencedError::HotStandby => Report::new(
+                ERRCODE_READ_ONLY_SQL_TRANSACTION,
+                "fenced locks cannot be acquired on a hot standby",
+            )
+            .detail(
+                "Advisory locks on a standby exclude only that standby's sessions, not holders on \
+                 the primary, and a standby cannot draw new tokens.",
+            )
+            .hint("Connect to the primary server."),
             FencedError::LockNotAcquired {
-                key, timeout_ms: 0, ..
-            } => format!("could not acquire fenced lock {key} without waiting"),
-            FencedError::LockNotAcquired {
-                key, timeout_ms, ..
-            } => format!("could not acquire fenced lock {key} within {timeout_ms} ms"),
-            FencedError::ExtensionObjectMissing { name } => {
-                format!("\"{name}\" of the extension fenced_lock is missing")
-            }
-            FencedError::NotPreloaded { view } => {
-                format!("{view} needs fenced_lock in shared_preload_libraries")
-            }
-            FencedError::TokenNotReplicated => {
-                "fencing token not confirmed by the synchronous standby".into()
-            }
-            FencedError::TokensExhausted { position } => format!(
-                "no fencing tokens left to draw: the token sequence is at {position}, too near \
-                 the end of bigint for a block of fenced_lock.token_block tokens"
-            ),
-            FencedError::ScopeConflict { key, held } => format!(
-                "fenced lock {key} is already held by this session at {} scope",
-                held.name()
-            ),
-            FencedError::ModeConflict { key, held } => format!(
-                "fenced lock {key} is already held by this session in {} mode",
-                held.name()
-            ),
-            FencedError::PermitNotAcquired {
                 key,
-                permits,
                 timeout_ms,
-                lock_timeout: true,
-            } => format!(
-                "no permit of fenced semaphore {key} ({permits} permits) came free within \
-                 lock_timeout ({timeout_ms} ms)"
+                holders,
+            } => Report::new(
+                ERRCODE_LOCK_NOT_AVAILABLE,
+                match timeout_ms {
+                    0 => format!("could not acquire fenced lock {key} without waiting"),
+                    _ => format!("could not acquire fenced lock {key} within {timeout_ms} ms"),
+                },
+            )
+            .detail(holders_detail(holders))
+            .hint("Use try_acquire_fenced to skip a busy key without an error, or wait longer."),
+            FencedError::ExtensionObjectMissing { name } => Report::new(
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!("\"{name}\" of the extension fenced_lock is missing"),
+            )
+            .hint(
+                "Restore it from a dump of this database. Re-creating the extension needs DROP \
+                 EXTENSION fenced_lock CASCADE, which also drops every enforce_fence trigger: \
+                 see \"Repairing an installation\" in the README.",
             ),
-            FencedError::PermitNotAcquired {
-                key,
-                permits,
-                timeout_ms: 0,
-                ..
-            } => format!(
-                "no permit of fenced semaphore {key} ({permits} permits) is free without waiting"
+            FencedError::NotPreloaded { view } => Report::new(
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!("{view} needs fenced_lock in shared_preload_libraries"),
+            )
+            .hint(
+                "Add fenced_lock to shared_preload_libraries and restart the server: the \
+                 counters live in shared memory.",
             ),
-            FencedError::PermitNotAcquired {
-                key,
-                permits,
-                timeout_ms,
-                ..
-            } => format!(
-                "no permit of fenced semaphore {key} ({permits} permits) came free within \
-                 {timeout_ms} ms"
+            FencedError::TokenNotReplicated => Report::new(
+                ERRCODE_QUERY_CANCELED,
+                "fencing token not confirmed by the synchronous standby",
+            )
+            .detail(
+                "The wait for synchronous replication was cancelled before the standby confirmed \
+                 the token, so a failover could issue it again; it was not returned.",
+            )
+            .hint("Retry the transaction once the synchronous standby is reachable."),
+            FencedError::TokensExhausted { position } => Report::new(
+                ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+                format!(
+                    "no fencing tokens left to draw: the token sequence is at {position}, too \
+                     near the end of bigint for a block of fenced_lock.token_block tokens"
+                ),
+            )
+            .hint(
+                "Tokens this high were not reached by issuing tokens: the sequence was set there, \
+                 or CREATE EXTENSION started above a fenced_lock.token_floor this high. Set the \
+                 fences that hold such values back to real tokens, then re-create the extension \
+                 with a lower floor.",
             ),
-            FencedError::PermitDeadlock { key, .. } => {
-                format!("deadlock detected waiting for a permit of fenced semaphore {key}")
-            }
-            FencedError::DefinitionOutdated { function } => format!(
-                "{function} is a function of fenced_lock before 1.0.0, whose library is installed"
+            FencedError::ScopeConflict { key, held } => Report::new(
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!(
+                    "fenced lock {key} is already held by this session at {} scope",
+                    held.name()
+                ),
+            )
+            .detail("One key, one grant, one token: it cannot be held at both scopes at once.")
+            .hint(match held {
+                Scope::Session => {
+                    "Use the session grant's token (current_fence), or release_fenced it first."
+                }
+                Scope::Transaction => {
+                    "Use the transaction's grant, or take the session lock after the transaction \
+                     ends."
+                }
+            }),
+            FencedError::ModeConflict { key, held } => Report::new(
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!(
+                    "fenced lock {key} is already held by this session in {} mode",
+                    held.name()
+                ),
+            )
+            .detail(
+                "One key, one grant, one token: a shared grant is not upgraded to an exclusive \
+                 one (two shared holders upgrading deadlock), nor an exclusive one downgraded.",
+            )
+            .hint("Take the mode the work needs once per transaction (or session grant)."),
+            FencedError::DefinitionOutdated { function } => Report::new(
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!(
+                    "{function} is a function of fenced_lock before 1.0.0, whose library is \
+                     installed"
+                ),
+            )
+            .hint(
+                "Run ALTER EXTENSION fenced_lock UPDATE in this database, then call the 1.0 \
+                 functions (docs/upgrading.md).",
             ),
             FencedError::LeaseNotAcquired {
                 key,
                 timeout_ms,
                 lock_timeout,
+                holder,
                 permits,
-                ..
             } => {
                 let what = match permits {
                     Some(permits) => {
@@ -361,281 +431,256 @@ impl FencedError {
                     }
                     None => format!("lease {key}"),
                 };
-                match (timeout_ms, lock_timeout) {
+                let message = match (timeout_ms, lock_timeout) {
                     (0, false) => format!("could not acquire {what} without waiting"),
                     (_, false) => format!("could not acquire {what} within {timeout_ms} ms"),
                     (_, true) => {
                         format!("could not acquire {what} within lock_timeout ({timeout_ms} ms)")
                     }
+                };
+                let report = Report::new(ERRCODE_LOCK_NOT_AVAILABLE, message);
+                // One holder is named for a lease, none for a semaphore's permit (one of many).
+                match (holder, permits) {
+                    (Some(owner), None) => report
+                        .detail(format!("The lease is held by owner \"{owner}\"."))
+                        .hint(
+                            "Use try_acquire_lease to skip a busy lease without an error, or \
+                             wait longer.",
+                        ),
+                    (None, None) => report.hint(
+                        "Use try_acquire_lease to skip a busy lease without an error, or wait \
+                         longer.",
+                    ),
+                    (_, Some(_)) => report.hint(
+                        "Use try_acquire_lease_permit to skip a full semaphore without an \
+                         error, or wait longer.",
+                    ),
                 }
             }
-            FencedError::PermitSelfWait { key, permits } => format!(
-                "every permit of fenced semaphore {key} ({permits} permits) is held by this session"
+            FencedError::PermitNotAcquired {
+                key,
+                permits,
+                timeout_ms,
+                lock_timeout,
+            } => Report::new(
+                ERRCODE_LOCK_NOT_AVAILABLE,
+                match (timeout_ms, lock_timeout) {
+                    (_, true) => format!(
+                        "no permit of fenced semaphore {key} ({permits} permits) came free \
+                         within lock_timeout ({timeout_ms} ms)"
+                    ),
+                    (0, false) => format!(
+                        "no permit of fenced semaphore {key} ({permits} permits) is free \
+                         without waiting"
+                    ),
+                    (_, false) => format!(
+                        "no permit of fenced semaphore {key} ({permits} permits) came free \
+                         within {timeout_ms} ms"
+                    ),
+                },
+            )
+            .hint(
+                "Use try_acquire_permit to skip a busy semaphore without an error, or wait longer.",
             ),
-            FencedError::HeldForAnotherOwner { key, .. } => {
-                format!("fenced lock {key} is already held by this session for another owner")
-            }
-            FencedError::InvalidArgument { message, .. } => message.clone(),
-            FencedError::UndefinedColumn { table, column } => {
-                format!("column \"{column}\" of relation {table} does not exist")
-            }
+            FencedError::PermitDeadlock { key, holders } => Report::new(
+                ERRCODE_T_R_DEADLOCK_DETECTED,
+                format!("deadlock detected waiting for a permit of fenced semaphore {key}"),
+            )
+            .detail(format!(
+                "{} This session waits for a permit, and a holder waits, directly or through \
+                 others, for a lock this session holds.",
+                holders_detail(holders)
+            ))
+            .hint(
+                "Take keys and permits in one order in every transaction; retry the transaction.",
+            ),
+            FencedError::PermitSelfWait { key, permits } => Report::new(
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!(
+                    "every permit of fenced semaphore {key} ({permits} permits) is held by this \
+                     session"
+                ),
+            )
+            .detail(
+                "Only this session could free one, and it would wait for itself: the permits \
+                 are held for other owners or at the other scope.",
+            )
+            .hint(POOLER_HINT),
+            FencedError::HeldForAnotherOwner { key, owner } => Report::new(
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!("fenced lock {key} is already held by this session for another owner"),
+            )
+            .detail(held_for(owner.as_deref()))
+            .hint(POOLER_HINT),
+            FencedError::UndefinedColumn { table, column } => Report::new(
+                ERRCODE_UNDEFINED_COLUMN,
+                format!("column \"{column}\" of relation {table} does not exist"),
+            ),
             FencedError::FenceColumnNotBigint {
                 table,
                 column,
+                quoted_column,
                 type_name,
-            } => format!(
-                "fence column \"{column}\" of relation {table} has type {type_name}, not bigint"
-            ),
-            FencedError::NotATable { table } => format!("{table} is not a table"),
+            } => Report::new(
+                ERRCODE_DATATYPE_MISMATCH,
+                format!(
+                    "fence column \"{column}\" of relation {table} has type {type_name}, not \
+                     bigint"
+                ),
+            )
+            .detail(
+                "Tokens are bigint: they pass 2^31 after about a day at 25,000 grants a second, \
+                 or after three failovers.",
+            )
+            .hint(format!(
+                "ALTER TABLE {table} ALTER COLUMN {quoted_column} TYPE bigint;"
+            )),
+            FencedError::NotATable { table } => {
+                Report::new(ERRCODE_WRONG_OBJECT_TYPE, format!("{table} is not a table"))
+            }
             FencedError::NoSuchRow {
                 table,
                 key_column,
                 key,
-            } => format!("no row in {table} with \"{key_column}\" = {key}"),
-            FencedError::UndefinedTable { oid } => {
-                format!("relation with OID {oid} does not exist")
-            }
-            FencedError::RowNotUpdatable { table, key } => format!(
-                "fenced_update: row-level security on {table} does not let this role update the \
-                 row with key {key}"
+            } => Report::new(
+                ERRCODE_NO_DATA_FOUND,
+                format!("no row in {table} with \"{key_column}\" = {key}"),
             ),
-            FencedError::RowSkippedByTrigger { table, key } => format!(
-                "fenced_update: a BEFORE UPDATE trigger on {table} skipped the row with key {key}"
+            FencedError::UndefinedTable { oid } => Report::new(
+                ERRCODE_UNDEFINED_TABLE,
+                format!("relation with OID {oid} does not exist"),
             ),
-            FencedError::ParallelMode { function } => {
-                format!("{function} cannot run during a parallel operation")
-            }
+            FencedError::RowNotUpdatable { table, key } => Report::new(
+                ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!(
+                    "fenced_update: row-level security on {table} does not let this role update \
+                     the row with key {key}"
+                ),
+            )
+            .detail(
+                "The row is visible to this role, and its fence does not refuse the token, but no \
+                 UPDATE policy of the table admits it; nothing was written.",
+            ),
+            FencedError::RowSkippedByTrigger { table, key } => Report::new(
+                ERRCODE_TRIGGERED_ACTION_EXCEPTION,
+                format!(
+                    "fenced_update: a BEFORE UPDATE trigger on {table} skipped the row with key \
+                     {key}"
+                ),
+            )
+            .detail(
+                "The row's fence does not refuse the token, but a trigger returned NULL for the \
+                 row: nothing was written.",
+            ),
+            FencedError::ParallelMode { function } => Report::new(
+                ERRCODE_INVALID_TRANSACTION_STATE,
+                format!("{function} cannot run during a parallel operation"),
+            )
+            .detail(
+                "A parallel worker's locks are not its leader's: a lock taken there would not \
+                 exclude anyone once the worker exits, and a token drawn there would be nobody's.",
+            )
+            .hint(
+                "Call it from a function marked PARALLEL UNSAFE (the default), not from one \
+                 marked PARALLEL SAFE or RESTRICTED.",
+            ),
             FencedError::ValueTooLong {
                 function,
                 argument,
                 limit,
-            } => format!("{function}: \"{argument}\" must be at most {limit} bytes long"),
-            FencedError::EmptyKeySet { function, argument } => {
-                format!("{function}: \"{argument}\" must name at least one key")
-            }
-            FencedError::NullKey { function, argument } => {
-                format!("{function}: \"{argument}\" must not contain NULL")
-            }
-            FencedError::TooManyKeys {
-                function,
-                argument,
-                limit,
-            } => format!("{function}: \"{argument}\" may name at most {limit} keys"),
-            FencedError::UnloggedTokenSequence => {
-                "the token sequence of fenced_lock is UNLOGGED: tokens would repeat after a crash"
-                    .into()
-            }
-            FencedError::LeaseTableAltered { what } => {
-                format!("fenced_lease_state has {what}, which the lease functions cannot maintain")
-            }
-            FencedError::LeaseChangedAfterSnapshot { function, key } => format!(
-                "{function}: the lease on {key} was changed by a transaction that committed \
-                 after this transaction's snapshot"
+            } => Report::new(
+                ERRCODE_STRING_DATA_RIGHT_TRUNCATION,
+                format!("{function}: \"{argument}\" must be at most {limit} bytes long"),
+            )
+            .hint(
+                "An owner or a key is an identifier: use a shorter one (a UUID, a host and PID).",
             ),
-            FencedError::ReadOnlyLease { function } => {
-                format!("{function}: cannot write a lease in a read-only transaction")
-            }
-            FencedError::LeaseRowBusy { function, key } => format!(
-                "{function}: the lease on {key} is being written by another open transaction"
-            ),
-            FencedError::Internal { what, error } => format!("fenced_lock: {what}: {error}"),
-            FencedError::TriggerMisuse { message } => message.clone(),
-            FencedError::UnknownNamespace { name } => {
-                format!("fenced lock namespace \"{name}\" is not registered")
-            }
-            FencedError::NamespaceTaken { message } => message.clone(),
-            FencedError::ForceReleaseOwnLock { key } => {
-                format!("force_release: this session holds fenced lock {key} itself")
-            }
-        }
-    }
-
-    fn detail(&self) -> Option<String> {
-        match self {
-            FencedError::LeaseNotAcquired {
-                holder: Some(owner),
-                permits: None,
-                ..
-            } => Some(format!("The lease is held by owner \"{owner}\".")),
-            FencedError::NullArgument { .. } => Some(
-                "Only a timeout or an owner may be NULL (the default: no limit, no owner).".into(),
-            ),
-            FencedError::HotStandby => Some(
-                "Advisory locks on a standby exclude only that standby's sessions, not holders on \
-                 the primary, and a standby cannot draw new tokens."
-                    .into(),
-            ),
-            FencedError::LockNotAcquired { holders, .. } => Some(holders_detail(holders)),
-            FencedError::ScopeConflict { .. } => Some(
-                "One key, one grant, one token: it cannot be held at both scopes at once.".into(),
-            ),
-            FencedError::ModeConflict { .. } => Some(
-                "One key, one grant, one token: a shared grant is not upgraded to an exclusive \
-                 one (two shared holders upgrading deadlock), nor an exclusive one downgraded."
-                    .into(),
-            ),
-            FencedError::HeldForAnotherOwner { owner, .. } => Some(held_for(owner.as_deref())),
-            FencedError::PermitDeadlock { holders, .. } => Some(format!(
-                "{} This session waits for a permit, and a holder waits, directly or through \
-                 others, for a lock this session holds.",
-                holders_detail(holders)
-            )),
-            FencedError::PermitSelfWait { .. } => Some(
-                "Only this session could free one, and it would wait for itself: the permits \
-                 are held for other owners or at the other scope."
-                    .into(),
-            ),
-            FencedError::RowNotUpdatable { .. } => Some(
-                "The row is visible to this role, and its fence does not refuse the token, but no \
-                 UPDATE policy of the table admits it; nothing was written."
-                    .into(),
-            ),
-            FencedError::RowSkippedByTrigger { .. } => Some(
-                "The row's fence does not refuse the token, but a trigger returned NULL for the \
-                 row: nothing was written."
-                    .into(),
-            ),
-            FencedError::ParallelMode { .. } => Some(
-                "A parallel worker's locks are not its leader's: a lock taken there would not \
-                 exclude anyone once the worker exits, and a token drawn there would be nobody's."
-                    .into(),
-            ),
-            FencedError::FenceColumnNotBigint { .. } => Some(
-                "Tokens are bigint: they pass 2^31 after about a day at 25,000 grants a second, \
-                 or after three failovers."
-                    .into(),
-            ),
-            FencedError::TokenNotReplicated => Some(
-                "The wait for synchronous replication was cancelled before the standby confirmed \
-                 the token, so a failover could issue it again; it was not returned."
-                    .into(),
-            ),
-            _ => None,
-        }
-    }
-
-    fn hint(&self) -> Option<String> {
-        let hint = match self {
-            FencedError::NegativeTimeout => "Pass '0' to try once without waiting.",
-            FencedError::TimeoutTooLong => {
-                "Use acquire_fenced(ns, id) without a timeout to wait without limit."
-            }
-            FencedError::HotStandby => "Connect to the primary server.",
-            FencedError::NotPreloaded { .. } => {
-                "Add fenced_lock to shared_preload_libraries and restart the server: the \
-                 counters live in shared memory."
-            }
-            FencedError::LockNotAcquired { .. } => {
-                "Use try_acquire_fenced to skip a busy key without an error, or wait longer."
-            }
-            FencedError::ExtensionObjectMissing { .. } => {
-                "Restore it from a dump of this database. Re-creating the extension needs DROP \
-                 EXTENSION fenced_lock CASCADE, which also drops every enforce_fence trigger: \
-                 see \"Repairing an installation\" in the README."
-            }
-            FencedError::TokensExhausted { .. } => {
-                "Tokens this high were not reached by issuing tokens: the sequence was set there, \
-                 or CREATE EXTENSION started above a fenced_lock.token_floor this high. Set the \
-                 fences that hold such values back to real tokens, then re-create the extension \
-                 with a lower floor."
-            }
-            FencedError::TokenNotReplicated => {
-                "Retry the transaction once the synchronous standby is reachable."
-            }
-            FencedError::ScopeConflict {
-                held: Scope::Session,
-                ..
-            } => "Use the session grant's token (current_fence), or release_fenced it first.",
-            FencedError::ScopeConflict { .. } => {
-                "Use the transaction's grant, or take the session lock after the transaction ends."
-            }
-            FencedError::ModeConflict { .. } => {
-                "Take the mode the work needs once per transaction (or session grant)."
-            }
-            FencedError::DefinitionOutdated { .. } => {
-                "Run ALTER EXTENSION fenced_lock UPDATE in this database, then call the 1.0 \
-                 functions (docs/upgrading.md)."
-            }
-            FencedError::LeaseNotAcquired { permits: None, .. } => {
-                "Use try_acquire_lease to skip a busy lease without an error, or wait longer."
-            }
-            FencedError::LeaseNotAcquired { .. } => {
-                "Use try_acquire_lease_permit to skip a full semaphore without an error, or wait \
-                 longer."
-            }
-            FencedError::PermitNotAcquired { .. } => {
-                "Use try_acquire_permit to skip a busy semaphore without an error, or wait longer."
-            }
-            FencedError::InvalidArgument { hint, .. } => return hint.map(String::from),
-            FencedError::HeldForAnotherOwner { .. } | FencedError::PermitSelfWait { .. } => {
-                POOLER_HINT
-            }
-            FencedError::PermitDeadlock { .. } => {
-                "Take keys and permits in one order in every transaction; retry the transaction."
-            }
-            FencedError::Internal { .. } => {
-                "This is a bug in fenced_lock: please report it with the statement that failed."
-            }
-            FencedError::UnloggedTokenSequence => {
-                "Run ALTER SEQUENCE fencing_token_seq SET LOGGED as the extension's owner."
-            }
-            FencedError::LeaseTableAltered { .. } => {
+            FencedError::UnloggedTokenSequence => Report::new(
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "the token sequence of fenced_lock is UNLOGGED: tokens would repeat after a crash",
+            )
+            .hint("Run ALTER SEQUENCE fencing_token_seq SET LOGGED as the extension's owner."),
+            FencedError::LeaseTableAltered { what } => Report::new(
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!("fenced_lease_state has {what}, which the lease functions cannot maintain"),
+            )
+            .hint(
                 "The lease functions write its rows directly, as PostgreSQL writes its catalogs: \
                  they fire no trigger and evaluate no index expression or predicate. Drop it; \
-                 read the fenced_leases view instead."
-            }
-            FencedError::LeaseChangedAfterSnapshot { .. } => {
+                 read the fenced_leases view instead.",
+            ),
+            FencedError::LeaseChangedAfterSnapshot { function, key } => Report::new(
+                ERRCODE_T_R_SERIALIZATION_FAILURE,
+                format!(
+                    "{function}: the lease on {key} was changed by a transaction that committed \
+                     after this transaction's snapshot"
+                ),
+            )
+            .hint(
                 "Retry the transaction, as for any serialization failure, or call the lease \
-                 functions in autocommit."
-            }
-            FencedError::ReadOnlyLease { .. } => {
+                 functions in autocommit.",
+            ),
+            FencedError::ReadOnlyLease { function } => Report::new(
+                ERRCODE_READ_ONLY_SQL_TRANSACTION,
+                format!("{function}: cannot write a lease in a read-only transaction"),
+            )
+            .hint(
                 "On a hot standby, connect to the primary server; on the primary, call it in a \
-                 read-write transaction."
-            }
-            FencedError::LeaseRowBusy { .. } => {
+                 read-write transaction.",
+            ),
+            FencedError::LeaseRowBusy { function, key } => Report::new(
+                ERRCODE_LOCK_NOT_AVAILABLE,
+                format!(
+                    "{function}: the lease on {key} is being written by another open transaction"
+                ),
+            )
+            .hint(
                 "Call it again once that transaction ends (a takeover, or a renewal or release \
-                 with the same token): renew_lease and release_lease never wait for it."
+                 with the same token): renew_lease and release_lease never wait for it.",
+            ),
+            FencedError::Internal { what, error } => Report::new(
+                ERRCODE_INTERNAL_ERROR,
+                format!("fenced_lock: {what}: {error}"),
+            )
+            .hint("This is a bug in fenced_lock: please report it with the statement that failed."),
+            FencedError::TriggerMisuse { message } => {
+                Report::new(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED, message.clone()).hint(
+                    "Use CREATE TRIGGER ... BEFORE UPDATE ON t FOR EACH ROW EXECUTE FUNCTION \
+                     enforce_fence('fence_column').",
+                )
             }
-            FencedError::FenceColumnNotBigint { table, column, .. } => {
-                return Some(format!(
-                    "ALTER TABLE {table} ALTER COLUMN {} TYPE bigint;",
-                    quote_identifier(column)
-                ))
+            FencedError::UnknownNamespace { name } => Report::new(
+                ERRCODE_UNDEFINED_OBJECT,
+                format!("fenced lock namespace \"{name}\" is not registered"),
+            )
+            .hint("Register it first: SELECT register_namespace('name');"),
+            FencedError::NamespaceTaken { message } => {
+                Report::new(ERRCODE_UNIQUE_VIOLATION, message.clone())
             }
-            FencedError::ParallelMode { .. } => {
-                "Call it from a function marked PARALLEL UNSAFE (the default), not from one \
-                 marked PARALLEL SAFE or RESTRICTED."
-            }
-            FencedError::ValueTooLong { .. } => {
-                "An owner or a key is an identifier: use a shorter one (a UUID, a host and PID)."
-            }
-            FencedError::TooManyKeys { .. } => {
-                "Each key is a lock in the lock table (max_locks_per_transaction): lock a \
-                 coarser key that stands for the set instead."
-            }
-            FencedError::UnknownNamespace { .. } => {
-                "Register it first: SELECT register_namespace('name');"
-            }
-            FencedError::ForceReleaseOwnLock { .. } => {
+            FencedError::ForceReleaseOwnLock { key } => Report::new(
+                ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("force_release: this session holds fenced lock {key} itself"),
+            )
+            .hint(
                 "Release it with release_fenced, or end the transaction; force_release \
-                 terminates other sessions only."
-            }
-            FencedError::TriggerMisuse { .. } => {
-                "Use CREATE TRIGGER ... BEFORE UPDATE ON t FOR EACH ROW EXECUTE FUNCTION \
-                 enforce_fence('fence_column')."
-            }
-            _ => return None,
-        };
-        Some(hint.into())
+                 terminates other sessions only.",
+            ),
+        }
     }
 
     /// Raises this error as a PostgreSQL ERROR; the current transaction aborts.
     pub fn raise(self) -> ! {
-        let mut report = ErrorReport::new(self.code(), self.message(), "fenced_lock");
-        if let Some(detail) = self.detail() {
+        let Report {
+            code,
+            message,
+            detail,
+            hint,
+        } = self.report();
+        let mut report = ErrorReport::new(code, message, "fenced_lock");
+        if let Some(detail) = detail {
             report = report.set_detail(detail);
         }
-        if let Some(hint) = self.hint() {
+        if let Some(hint) = hint {
             report = report.set_hint(hint);
         }
         report.report(PgLogLevel::ERROR);
@@ -644,7 +689,7 @@ impl FencedError {
 }
 
 /// `name` quoted as an SQL identifier where it needs quotes.
-fn quote_identifier(name: &str) -> String {
+pub(crate) fn quote_identifier(name: &str) -> String {
     let name = std::ffi::CString::new(name.replace('\0', "")).expect("NULs removed");
     unsafe { std::ffi::CStr::from_ptr(pg_sys::quote_identifier(name.as_ptr())) }
         .to_string_lossy()
@@ -1073,7 +1118,16 @@ mod tests {
         }
     }
 
-    // Every wait that runs out is 55P03, and says which bound ended it.
+    fn permit(timeout_ms: i32, lock_timeout: bool) -> FencedError {
+        FencedError::PermitNotAcquired {
+            key: KEY,
+            permits: 2,
+            timeout_ms,
+            lock_timeout,
+        }
+    }
+
+    // Every wait that runs out is 55P03, says which bound ended it, and names the try_ form.
     #[test]
     fn waits_that_run_out_are_55p03_naming_their_bound() {
         let cases = [
@@ -1094,49 +1148,40 @@ mod tests {
                 "could not acquire a permit of lease semaphore (1, 2) (3 permits) within 30 ms",
             ),
             (
-                FencedError::PermitNotAcquired {
-                    key: KEY,
-                    permits: 2,
-                    timeout_ms: 0,
-                    lock_timeout: false,
-                },
+                permit(0, false),
                 "no permit of fenced semaphore (1, 2) (2 permits) is free without waiting",
             ),
             (
-                FencedError::PermitNotAcquired {
-                    key: KEY,
-                    permits: 2,
-                    timeout_ms: 20,
-                    lock_timeout: true,
-                },
+                permit(20, true),
                 "no permit of fenced semaphore (1, 2) (2 permits) came free within \
                  lock_timeout (20 ms)",
             ),
         ];
         for (error, message) in cases {
-            assert_eq!(error.code(), ERRCODE_LOCK_NOT_AVAILABLE);
-            assert_eq!(error.message(), message);
-            assert!(error
-                .hint()
+            let report = error.report();
+            assert_eq!(report.code, ERRCODE_LOCK_NOT_AVAILABLE);
+            assert_eq!(report.message, message);
+            assert!(report
+                .hint
                 .is_some_and(|hint| hint.contains("try_acquire_")));
         }
         // The holder is named for a lease, not for a semaphore's permit (one of many).
         assert_eq!(
-            lease(50, false, None).detail().as_deref(),
+            lease(50, false, None).report().detail.as_deref(),
             Some("The lease is held by owner \"worker-b\".")
         );
-        assert!(lease(50, false, Some(3)).detail().is_none());
+        assert!(lease(50, false, Some(3)).report().detail.is_none());
     }
 
     #[test]
     fn a_definition_older_than_the_library_asks_for_the_update() {
-        let error = FencedError::DefinitionOutdated {
+        let report = FencedError::DefinitionOutdated {
             function: "acquire_fenced(integer,integer,interval)".into(),
-        };
-        assert_eq!(error.code(), ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE);
-        assert!(error
-            .hint()
-            .unwrap()
-            .contains("ALTER EXTENSION fenced_lock UPDATE"));
+        }
+        .report();
+        assert_eq!(report.code, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE);
+        assert!(report
+            .hint
+            .is_some_and(|hint| hint.contains("ALTER EXTENSION fenced_lock UPDATE")));
     }
 }

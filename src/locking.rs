@@ -131,16 +131,18 @@ pub(crate) enum Wait {
 
 impl Wait {
     pub(crate) fn from_timeout(timeout: Interval) -> Wait {
-        let micros = timeout.as_micros();
+        Wait::from_micros(timeout.as_micros()).or_raise()
+    }
+
+    /// A timeout of `micros` microseconds (as `Interval::as_micros` counts an interval).
+    fn from_micros(micros: i128) -> Result<Wait, FencedError> {
         if micros < 0 {
-            FencedError::NegativeTimeout.raise();
+            return Err(FencedError::NegativeTimeout);
         }
         // Round up, so that a positive timeout never becomes "do not wait".
-        let millis = (micros + 999) / 1000;
-        match i32::try_from(millis) {
-            Ok(millis) => Wait::AtMost { millis, of: millis },
-            Err(_) => FencedError::TimeoutTooLong.raise(),
-        }
+        let millis =
+            i32::try_from((micros + 999) / 1000).map_err(|_| FencedError::TimeoutTooLong)?;
+        Ok(Wait::AtMost { millis, of: millis })
     }
 }
 
@@ -681,11 +683,10 @@ fn advance_fencing_tokens(fcinfo: pg_sys::FunctionCallInfo, past: Option<i64>) -
 #[cfg(test)]
 mod tests {
     use super::Wait;
-    use pgrx::datum::Interval;
 
-    fn millis(timeout: Interval) -> (i32, i32) {
-        match Wait::from_timeout(timeout) {
-            Wait::AtMost { millis, of } => (millis, of),
+    fn millis(micros: i128) -> (i32, i32) {
+        match Wait::from_micros(micros) {
+            Ok(Wait::AtMost { millis, of }) => (millis, of),
             _ => panic!("a timeout is a bounded wait"),
         }
     }
@@ -693,13 +694,12 @@ mod tests {
     // A positive timeout never becomes "do not wait": it rounds up to a whole millisecond.
     #[test]
     fn timeouts_round_up_to_milliseconds() {
-        assert_eq!(millis(Interval::from_micros(0)), (0, 0));
-        assert_eq!(millis(Interval::from_micros(1)), (1, 1));
-        assert_eq!(millis(Interval::from_micros(250_000)), (250, 250));
-        assert_eq!(millis(Interval::from_micros(250_001)), (251, 251));
-        assert_eq!(
-            millis(Interval::from_days(24)),
-            (2_073_600_000, 2_073_600_000)
-        );
+        assert_eq!(millis(0), (0, 0));
+        assert_eq!(millis(1), (1, 1));
+        assert_eq!(millis(250_000), (250, 250));
+        assert_eq!(millis(250_001), (251, 251));
+        assert_eq!(millis(24 * 86_400_000_000), (2_073_600_000, 2_073_600_000));
+        assert!(Wait::from_micros(-1).is_err());
+        assert!(Wait::from_micros(i128::from(i32::MAX) * 1000 + 1).is_err());
     }
 }

@@ -676,9 +676,8 @@ fn acquire(
                 expires_in_us
             }
         };
-        let Some(deadline) = deadline else {
-            return None;
-        };
+        // A call that does not wait: busy.
+        let deadline = deadline?;
         let left_us = deadline - now();
         if left_us <= 0 {
             if channel.is_some() {

@@ -73,6 +73,7 @@ unsafe fn find_fence_column(relation: pg_sys::Relation, name: &str) -> Column {
         FencedError::FenceColumnNotBigint {
             table: unsafe { relation_display_name(relation) },
             column: name.to_string(),
+            quoted_column: crate::errors::quote_identifier(name),
             type_name: unsafe {
                 std::ffi::CStr::from_ptr(pg_sys::format_type_be(column.type_oid))
                     .to_string_lossy()

@@ -20,9 +20,6 @@ pub use shared::STATS_PART;
 use shared::{Counts, EntryKey, Place, NAMESPACES, REFUSALS};
 use std::cell::RefCell;
 
-/// Counters per entry (the namespace table's; the refusal table uses the first few).
-pub const COUNTERS: usize = 23;
-
 /// How a backend's count joins the shared one.
 #[derive(Clone, Copy)]
 pub enum Fold {
@@ -32,59 +29,146 @@ pub enum Fold {
     Last,
 }
 
-/// A namespace's counters, in fenced_lock_stats' column order. Times are microseconds since
-/// PostgreSQL's epoch (TimestampTz), durations microseconds.
-#[derive(Clone, Copy)]
-pub enum Count {
-    AcquiredImmediately,
-    AcquiredAfterWait,
-    WaitMicros,
-    MaxWaitMicros,
-    Busy,
-    LockTimeouts,
-    Timeouts,
-    Deadlocks,
-    TokensIssued,
-    SessionGrants,
-    LeaderTerms,
-    LeasesAcquired,
-    LeasesRenewed,
-    LeasesReleased,
-    LeasesTakenOver,
-    LeasesDelayed,
-    ForceReleases,
-    FailoverSkips,
-    LastSkipTimeline,
-    LastSkipAt,
-    TokenAdvances,
-    LastAdvanceTimeline,
-    LastAdvanceAt,
+/// How a view's column reads a counter.
+#[derive(Clone, Copy, PartialEq)]
+enum Read {
+    /// As it is.
+    Count,
+    /// Microseconds, shown as milliseconds.
+    Millis,
+    /// NULL for 0 (no timeline, no token yet).
+    NullIfZero,
+    /// Microseconds since PostgreSQL's epoch, shown as a timestamp (NULL for never).
+    Time,
 }
 
-const NAMESPACE_FOLDS: [Fold; COUNTERS] = {
-    use Fold::*;
-    [
-        Sum, Sum, Sum, Max, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum, Sum,
-        Last, Max, Sum, Last, Max,
-    ]
-};
+/// The counters of one view, each defined once: the variant that counts it, how backends'
+/// counts fold into the shared one, and its column of the view, whose SQL is made from this
+/// list (`fenced_lock_columns`), in this order.
+macro_rules! counters {
+    (
+        $(#[$doc:meta])*
+        enum $name:ident in $view:literal, folds $folds:ident, columns $columns:ident {
+            $($variant:ident: $fold:ident, $read:ident => $column:literal,)*
+        }
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy)]
+        #[allow(dead_code)] // some are only read as a column
+        pub enum $name {
+            $($variant,)*
+        }
 
-/// A table's and check's counters, in fenced_lock_refusals' column order.
-#[derive(Clone, Copy)]
-enum RefusalCount {
-    Refused,
-    LastRefusedToken,
-    LastRefusedAt,
-    Accepted,
-    LastAcceptedToken,
-    HighestAccepted,
-    LastAcceptedAt,
+        const $folds: [Fold; [$($column),*].len()] = [$(Fold::$fold,)*];
+
+        const $columns: Columns = Columns {
+            view: $view,
+            columns: &[$(($column, Read::$read),)*],
+        };
+    };
 }
 
-const REFUSAL_FOLDS: [Fold; 7] = {
-    use Fold::*;
-    [Sum, Last, Max, Sum, Last, Max, Max]
-};
+counters! {
+    /// A namespace's counters (and a database's). Times are microseconds since PostgreSQL's
+    /// epoch (TimestampTz), durations microseconds.
+    enum Count in "fenced_lock_stats", folds NAMESPACE_FOLDS, columns NAMESPACE_COLUMNS {
+        AcquiredImmediately: Sum, Count => "acquired_immediately",
+        AcquiredAfterWait: Sum, Count => "acquired_after_wait",
+        WaitMicros: Sum, Millis => "wait_time",
+        MaxWaitMicros: Max, Millis => "max_wait_time",
+        Busy: Sum, Count => "busy",
+        LockTimeouts: Sum, Count => "lock_timeouts",
+        Timeouts: Sum, Count => "timeouts",
+        Deadlocks: Sum, Count => "deadlocks",
+        TokensIssued: Sum, Count => "tokens_issued",
+        SessionGrants: Sum, Count => "session_grants",
+        LeaderTerms: Sum, Count => "leader_terms",
+        LeasesAcquired: Sum, Count => "leases_acquired",
+        LeasesRenewed: Sum, Count => "leases_renewed",
+        LeasesReleased: Sum, Count => "leases_released",
+        LeasesTakenOver: Sum, Count => "leases_taken_over",
+        LeasesDelayed: Sum, Count => "leases_delayed",
+        ForceReleases: Sum, Count => "force_released",
+        FailoverSkips: Sum, Count => "failover_skips",
+        LastSkipTimeline: Last, NullIfZero => "last_failover_skip_timeline",
+        LastSkipAt: Max, Time => "last_failover_skip_at",
+        TokenAdvances: Sum, Count => "token_advances",
+        LastAdvanceTimeline: Last, NullIfZero => "last_token_advance_timeline",
+        LastAdvanceAt: Max, Time => "last_token_advance_at",
+    }
+}
+
+counters! {
+    /// A table's and check's counters.
+    enum RefusalCount in "fenced_lock_refusals", folds REFUSAL_FOLDS, columns REFUSAL_COLUMNS {
+        Refused: Sum, Count => "refused",
+        LastRefusedToken: Last, NullIfZero => "last_refused_token",
+        LastRefusedAt: Max, Time => "last_refused_at",
+        Accepted: Sum, Count => "accepted",
+        LastAcceptedToken: Last, NullIfZero => "last_accepted_token",
+        HighestAccepted: Max, NullIfZero => "highest_accepted_token",
+        LastAcceptedAt: Max, Time => "last_accepted_at",
+    }
+}
+
+/// Counters per entry (the namespace table's; the refusal table uses the first few).
+pub const COUNTERS: usize = NAMESPACE_FOLDS.len();
+
+/// A view's counter columns, in order.
+struct Columns {
+    view: &'static str,
+    columns: &'static [(&'static str, Read)],
+}
+
+impl Columns {
+    /// The counters shown as timestamps, by position: the rows function returns them apart.
+    fn times(&self) -> Vec<usize> {
+        (self.columns.iter().enumerate())
+            .filter(|(_, (_, read))| *read == Read::Time)
+            .map(|(at, _)| at)
+            .collect()
+    }
+
+    /// The view's select list for the counters, over its rows function's row `s`:
+    /// `s.counters[n]` (1-based, as SQL arrays), `s.times[m]` for the timestamps.
+    fn select_list(&self) -> String {
+        let mut times = 0;
+        (self.columns.iter().enumerate())
+            .map(|(at, &(column, read))| {
+                let counter = format!("s.counters[{}]", at + 1);
+                let expression = match read {
+                    Read::Count => counter,
+                    Read::Millis => format!("{counter} / 1000.0::float8"),
+                    Read::NullIfZero => format!("NULLIF({counter}, 0)"),
+                    Read::Time => {
+                        times += 1;
+                        format!("s.times[{times}]")
+                    }
+                };
+                format!("{expression} AS {column}")
+            })
+            .collect::<Vec<_>>()
+            .join(",\n       ")
+    }
+}
+
+/// The counter columns of `view` (fenced_lock_stats or fenced_lock_refusals) as its select
+/// list: the install and upgrade scripts build the views from it, so that each counter is
+/// defined once, in `counters!`. Not for PUBLIC.
+#[pg_extern(immutable, parallel_safe, schema = "fenced_lock_internal")]
+fn fenced_lock_columns(view: &str) -> String {
+    [NAMESPACE_COLUMNS, REFUSAL_COLUMNS]
+        .into_iter()
+        .find(|columns| columns.view == view)
+        .unwrap_or_else(|| {
+            FencedError::InvalidArgument {
+                message: format!("fenced_lock_columns: no counter view \"{view}\""),
+                hint: None,
+            }
+            .raise()
+        })
+        .select_list()
+}
 
 /// Where a token is checked.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -449,8 +533,8 @@ fn timestamp(micros: i64) -> Option<TimestampWithTimeZone> {
 }
 
 /// fenced_lock_stats' rows: database (NULL for "other"), namespace (NULL for the database's
-/// own row and "other"), the counters in `Count`'s order, the last failover skip's and
-/// advance's times, and when they were last reset.
+/// own row and "other"), the counters in `Count`'s order, those read as times again as
+/// timestamps, and when they were last reset.
 #[allow(clippy::type_complexity)] // pgrx needs table rows spelled out
 #[pg_extern(volatile, parallel_restricted, schema = "fenced_lock_internal")]
 fn fenced_lock_stats_rows() -> TableIterator<
@@ -465,7 +549,7 @@ fn fenced_lock_stats_rows() -> TableIterator<
 > {
     let (namespaces, _) = tables("fenced_lock_stats");
     let reset = timestamp(namespaces.reset_at());
-    let times = [Count::LastSkipAt as usize, Count::LastAdvanceAt as usize];
+    let times = NAMESPACE_COLUMNS.times();
     let rows = visible_rows(Kind::Namespaces, COUNTERS, &times)
         .into_iter()
         .map(move |([database, object, detail], counters, times)| {
@@ -477,7 +561,7 @@ fn fenced_lock_stats_rows() -> TableIterator<
 }
 
 /// fenced_lock_refusals' rows: database and table (NULL for "other"), check, the counters in
-/// `RefusalCount`'s order, the last refusal's and acceptance's times, and when they were last
+/// `RefusalCount`'s order, those read as times again as timestamps, and when they were last
 /// reset.
 #[allow(clippy::type_complexity)] // pgrx needs table rows spelled out
 #[pg_extern(volatile, parallel_restricted, schema = "fenced_lock_internal")]
@@ -494,10 +578,7 @@ fn fenced_lock_refusal_rows() -> TableIterator<
 > {
     let (_, refusals) = tables("fenced_lock_refusals");
     let reset = timestamp(refusals.reset_at());
-    let times = [
-        RefusalCount::LastRefusedAt as usize,
-        RefusalCount::LastAcceptedAt as usize,
-    ];
+    let times = REFUSAL_COLUMNS.times();
     let rows = visible_rows(Kind::Refusals, REFUSAL_FOLDS.len(), &times)
         .into_iter()
         .map(move |([database, relation, check], counters, times)| {
@@ -525,4 +606,24 @@ fn fenced_lock_stats_reset() -> Option<TimestampWithTimeZone> {
     namespaces.reset(now);
     refusals.reset(now);
     timestamp(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{NAMESPACE_COLUMNS, REFUSAL_COLUMNS};
+
+    // The views' SQL, as 0.4.0's scripts wrote it by hand: an upgraded database keeps it.
+    #[test]
+    fn the_select_lists_read_each_counter_by_its_position() {
+        let stats = NAMESPACE_COLUMNS.select_list();
+        assert!(stats.starts_with("s.counters[1] AS acquired_immediately,"));
+        assert!(stats.contains("s.counters[3] / 1000.0::float8 AS wait_time"));
+        assert!(stats.contains("NULLIF(s.counters[19], 0) AS last_failover_skip_timeline"));
+        assert!(stats.contains("s.times[1] AS last_failover_skip_at"));
+        assert!(stats.ends_with("s.times[2] AS last_token_advance_at"));
+        assert_eq!(NAMESPACE_COLUMNS.times(), [19, 22]);
+        let refusals = REFUSAL_COLUMNS.select_list();
+        assert!(refusals.contains("NULLIF(s.counters[6], 0) AS highest_accepted_token"));
+        assert_eq!(REFUSAL_COLUMNS.times(), [2, 6]);
+    }
 }
