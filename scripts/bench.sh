@@ -155,13 +155,13 @@ echo "    the lease cycle with synchronous_commit = off vs on: $(paired lease_cy
 echo "acquire_fenced counted (fenced_lock.track, the default) vs not, random keys, per round: $(paired acquire_random acquire_random_untracked)"
 echo "fenced_update vs hand-written conditional UPDATE (random keys), per round: $(paired update_fenced update_raw);"
 echo "    the same UPDATE in a PL/pgSQL function (no checks) vs the UPDATE: $(paired update_plpgsql update_raw)"
-echo "fenced semaphore, 4 permits on one hot key (acquire_fenced_permit) vs 4 advisory locks tried in turn + nextval, per round: $(paired permit_hot raw_permit_hot)"
+echo "fenced semaphore, 4 permits on one hot key (acquire_permit) vs 4 advisory locks tried in turn + nextval, per round: $(paired permit_hot raw_permit_hot)"
 echo "queue claim (claim 10 with SKIP LOCKED, complete each) with new_fencing_token() vs with fence + 1, per round: $(paired claim_fenced claim_raw)"
 lease=$(median "${results[lease_cycle]}")
 raw=$(median "${results[raw_lease_cycle]}")
 acquire=$(median "${results[acquire_random]}")
 awk -v l="$lease" -v r="$raw" -v a="$acquire" \
-    'BEGIN { printf "acquire_lease + release_lease vs a raw SQL TTL lock (Redis style, no token): %.2fx; vs acquire_fenced: %.2fx\n", l / r, l / a }'
+    'BEGIN { printf "try_acquire_lease + release_lease vs a raw SQL TTL lock (Redis style, no token): %.2fx; vs acquire_fenced: %.2fx\n", l / r, l / a }'
 # Backend CPU per call, one client: the same calls, counted by the kernel rather than timed.
 # A backend's CPU time is added to the postmaster's children's time when it exits, so each
 # pgbench run (its own backend) is measured whole; the runs alternate, and the median per
