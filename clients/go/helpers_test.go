@@ -94,6 +94,12 @@ func waitUntil(timeout time.Duration, predicate func() bool) bool {
 }
 
 func doneWithin(done <-chan struct{}, d time.Duration) bool {
+	// Closed already: done, whatever d (a select with both ready picks either).
+	select {
+	case <-done:
+		return true
+	default:
+	}
 	select {
 	case <-done:
 		return true
